@@ -1,0 +1,34 @@
+// tmaguard: configuration from TMAGUARD_* variables. Pure: the caller supplies the lookup (tests pass a map).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tmaguard {
+
+enum class Mode { kAbort, kReject, kLog, kOff };
+enum class LogFormat { kText, kJson };
+const char* to_string(Mode m);
+
+struct Config {
+  Mode mode = Mode::kAbort;
+  LogFormat format = LogFormat::kText;
+  std::string log_path;  // empty: stderr; "%p" expands to the pid
+  std::string libcuda;   // empty: "libcuda.so.1" from the normal search path
+  std::string rank;      // RANK, else LOCAL_RANK, else empty
+};
+
+struct ConfigResult {
+  Config config;
+  std::vector<std::string> errors;  // one line each, naming the variable and the bad value
+};
+
+using EnvLookup = std::function<const char*(const char*)>;
+ConfigResult parse_config(const EnvLookup& env);
+
+//! Replaces every "%p" with the pid (the sanitizers' log_path convention).
+std::string expand_log_path(std::string_view pattern, long pid);
+
+}  // namespace tmaguard

@@ -1,0 +1,35 @@
+// tmaguard: rendering findings and the exit summary as text or JSON lines. Pure: strings out, no I/O.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "tmaguard/config.h"
+#include "tmaguard/finding.h"
+
+namespace tmaguard {
+
+//! Facts about the reporting process stamped on every record.
+struct ProcessContext {
+  long pid = 0;
+  long tid = 0;
+  std::string rank;  // empty when not set
+  std::string time;  // ISO-8601 UTC with milliseconds
+};
+
+struct Summary {
+  uint64_t launches_seen = 0;
+  uint64_t launches_checked = 0;
+  uint64_t tensor_maps_decoded = 0;
+  std::map<std::string, uint64_t> violations_by_rule;  // occurrences, repeats included
+};
+
+std::string render_finding(const Finding& f, const ProcessContext& ctx, std::string_view action, LogFormat fmt);
+//! A repeat of an already-reported violation: counted, rendered only as a one-line note in text mode.
+std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat fmt);
+//! A tmaguard-internal notice (cannot work, bad configuration, a warning about a kernel): one line.
+std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx, LogFormat fmt);
+std::string format_time_utc(int64_t unix_ms);
+
+}  // namespace tmaguard

@@ -1,0 +1,103 @@
+// tmaguard: the CUtensorMap byte format (decode, encode, the driver's argument rules). Pure code, no CUDA calls.
+//
+// Axis convention, stated once: dim 0 is the INNERMOST (contiguous) dimension, as in cuTensorMapEncode*.
+// A torch tensor of shape (b, s, h, d) therefore appears as dims {d, s, h, b}. strides[i] is the byte stride
+// of dimension i + 1 (dimension 0 is always contiguous), exactly like the driver's globalStrides argument.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace tmaguard {
+
+inline constexpr int kMaxRank = 5;
+inline constexpr std::size_t kTensorMapBytes = 128;
+// Largest tile the H200 driver accepted (elemsize x prod(floor(box / elementStride)), 228 KiB).
+inline constexpr uint64_t kMaxTileBytesSm90 = 233472;
+
+// CUtensorMapDataType values (the API enum, not the hardware code stored in the descriptor).
+enum class DataType : uint8_t {
+  kU8 = 0, kU16, kU32, kS32, kU64, kS64, kF16, kF32, kF64, kBF16, kF32Ftz, kTF32, kTF32Ftz,
+  k16U4Align8B, k16U4Align16B, k16U6Align16B, kUnknown = 255
+};
+enum class MapKind : uint8_t { kTiled = 0, kIm2col = 1, kIm2colWide = 2 };
+
+const char* to_string(DataType t);
+//! Bytes per element, 0 for unknown or sub-byte packed types.
+int element_size(DataType t);
+bool is_float(DataType t);
+//! Inner-box byte span a swizzle mode allows: 0 (none), 32, 64, 128.
+uint32_t swizzle_span(uint32_t swizzle);
+const char* swizzle_name(uint32_t swizzle);
+const char* interleave_name(uint32_t interleave);
+
+//! Arguments of cuTensorMapEncodeTiled / Im2col / Im2colWide, in the driver's own words.
+struct EncodeArgs {
+  MapKind kind = MapKind::kTiled;
+  uint32_t dtype = 0;  // raw CUtensorMapDataType value (may be out of range: that is a rule to check)
+  uint32_t rank = 0;
+  uint64_t address = 0;
+  std::array<uint64_t, kMaxRank> dims{};
+  std::array<uint64_t, kMaxRank> strides{};  // strides[0..rank-2]
+  std::array<uint32_t, kMaxRank> box{};      // tiled only
+  std::array<uint32_t, kMaxRank> element_strides{};
+  std::array<int32_t, 3> lower_corner{};     // im2col: rank-2 values; wide: [0] is the W corner
+  std::array<int32_t, 3> upper_corner{};
+  uint32_t channels_per_pixel = 0;           // im2col
+  uint32_t pixels_per_column = 0;            // im2col
+  uint32_t wide_mode = 0;                    // im2col wide
+  uint32_t interleave = 0, swizzle = 0, l2_promotion = 0, oob_fill = 0;
+};
+
+//! Why the driver rejects a set of encode arguments; empty `field` means they are accepted.
+struct EncodeProblem {
+  std::string field;    // e.g. "boxDim[0]"
+  std::string message;  // one line: the value and the rule it breaks
+  explicit operator bool() const { return !field.empty(); }
+};
+
+//! The first rule (in the driver's own order as measured on an H200, driver 580) that the arguments break.
+EncodeProblem validate_encode(const EncodeArgs& a);
+
+//! Encodes like the real driver: 0 (CUDA_SUCCESS) and 128 bytes, or 1 (CUDA_ERROR_INVALID_VALUE) with the first
+//! 12 bytes written and `problem` set. Byte format pinned to H200 captures (tests/data/encode_golden_h200.txt).
+int encode(const EncodeArgs& a, uint8_t out[kTensorMapBytes], EncodeProblem* problem = nullptr);
+
+//! A decoded CUtensorMap. Fields follow EncodeArgs; see the axis convention at the top of this file.
+struct TensorMapView {
+  MapKind kind = MapKind::kTiled;
+  DataType dtype = DataType::kUnknown;
+  uint32_t hw_type = 0;  // 4-bit code in the descriptor
+  uint32_t rank = 0;
+  uint64_t address = 0;
+  std::array<uint64_t, kMaxRank> dims{};
+  std::array<uint64_t, kMaxRank> strides{};  // byte strides of dims 1..rank-1, strides[i] for dim i+1
+  std::array<uint32_t, kMaxRank> box{};      // tiled: box; im2col: {channelsPerPixel, pixelsPerColumn}
+  std::array<uint32_t, kMaxRank> element_strides{};
+  std::array<int32_t, 3> lower_corner{}, upper_corner{};
+  uint32_t channels_per_pixel = 0, pixels_per_column = 0;
+  uint32_t interleave = 0, swizzle = 0, swizzle_atomicity = 0, l2_promotion = 0, oob_fill = 0;
+  uint32_t tile_bytes = 0;        // as stored in the descriptor
+  uint32_t swizzle_span_word = 0; // as stored (0x10, 0x100, 0x200, 0x400)
+
+  //! Tile bytes recomputed from the fields (what a correct encoder stores).
+  uint64_t computed_tile_bytes() const;
+};
+
+//! Why 128 bytes are not a tensor map (structure only); empty when they are.
+struct DecodeResult {
+  TensorMapView view;
+  std::string not_a_map;  // empty: decoded; else the first structural inconsistency
+  bool ok() const { return not_a_map.empty(); }
+};
+
+//! Decodes 128 bytes. Structural checks (zero words past the rank, swizzle-span word vs. swizzle field,
+//! reserved words zero, rank <= 5) tell a descriptor from any other 128-byte parameter. Bits 19-21 of word 2
+//! (Blackwell swizzle atomicity and the large-tensor flag that CUTLASS/Triton clear) never make a map invalid.
+DecodeResult decode(const uint8_t bytes[kTensorMapBytes]);
+
+//! 64-bit content hash that ignores word 2 bit 21 (the flag clients clear after encoding).
+uint64_t content_hash(const uint8_t bytes[kTensorMapBytes]);
+
+}  // namespace tmaguard

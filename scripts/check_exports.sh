@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Checks the hygiene of the built preloaded library, the failures it prevents in brackets:
+#  - exports = the TG_ENTRY rows of shim/entry_points.def + dlsym   [our symbols hijacking the host's]
+#  - NEEDED within libc/libm/libdl/libpthread/ld-linux              [libstdc++/spdlog/fmt/libcuda pulled into every process]
+#  - .init_array holds only the toolchain's frame_dummy              [work at load time in processes that never use CUDA]
+#  - the non-CUDA dlsym forward is a tail jump                       [RTLD_NEXT resolved relative to tmaguard]
+# Usage: scripts/check_exports.sh build/libtmaguard.so shim/entry_points.def
+set -u
+lib=${1:?library}; def=${2:?entry_points.def}
+fail=0
+pass() { echo "[PASS] $*"; }
+bad() { echo "[FAIL] $*"; fail=1; }
+
+want=$( (grep -oE '^TG_ENTRY\([A-Za-z0-9_]+' "$def" | sed 's/TG_ENTRY(//'; echo dlsym) | sort)
+have=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sed 's/@.*//' | sort)
+if [ "$want" = "$have" ]; then pass "exports are exactly the $(echo "$want" | wc -l) declared entry points"
+else bad "exports differ from entry_points.def + dlsym:"; diff <(echo "$want") <(echo "$have") | sed 's/^/    /'
+     echo "    fix: export only through the generated version script; keep -fvisibility=hidden"; fi
+
+needed=$(readelf -d "$lib" | awk '/NEEDED/ {print $NF}' | tr -d '[]')
+extra=$(echo "$needed" | grep -vE '^(libc\.so|libm\.so|libdl\.so|libpthread\.so|ld-linux|librt\.so)' || true)
+if [ -z "$extra" ]; then pass "NEEDED: $(echo $needed)"
+else bad "NEEDED has $(echo $extra); fix: link libstdc++/libgcc statically, use spdlog/fmt header-only"; fi
+
+# Every .init_array entry must be the toolchain's frame_dummy or an initializer of the statically linked libstdc++
+# runtime (its emergency exception pool and locale ids); none may come from tmaguard's own code.
+init=$(readelf -x .init_array "$lib" 2>/dev/null | awk '/^ +0x/ {for (i=2;i<=5;i++) if (length($i)==8 && $i ~ /^[0-9a-f]+$/) printf "%s", $i} END {print ""}' | cut -c1-)
+bad_init=""; n=0
+for ((i=0; i<${#init}; i+=16)); do
+  le=${init:i:16}; be=""
+  for ((j=14; j>=0; j-=2)); do be+=${le:j:2}; done
+  fn=$(addr2line -f -e "$lib" "0x$be" | head -1)
+  n=$((n+1))
+  case "$fn" in
+    frame_dummy|_GLOBAL__sub_I_eh_alloc.cc|_GLOBAL__sub_I_*locale_inst.cc|_GLOBAL__sub_I_system_error.cc) ;;
+    *) bad_init+=" $fn" ;;
+  esac
+done
+if [ -z "$bad_init" ]; then pass ".init_array: $n entries, all toolchain/libstdc++ runtime (none from tmaguard)"
+else bad ".init_array runs tmaguard code at load time:$bad_init";
+     echo "    fix: make globals constant-initialised (atomics, raw pointers) or function-local"; fi
+
+if objdump -d --no-show-raw-insn "$lib" | awk '/<dlsym(@@[A-Z_0-9.]+)?>:/,/^$/' | grep -qE 'jmp +\*'; then
+  pass "dlsym forwards non-CUDA names with a tail jump"
+else bad "dlsym has no tail jump to the real dlsym; fix: keep hooks_dlsym.cpp at -O2 -foptimize-sibling-calls"; fi
+exit $fail

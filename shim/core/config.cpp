@@ -1,0 +1,61 @@
+// tmaguard core: parsing TMAGUARD_* variables into a Config (the caller reads the environment, once).
+#include "tmaguard/config.h"
+
+#include <fmt/format.h>
+
+namespace tmaguard {
+
+const char* to_string(Mode m) {
+  switch (m) {
+    case Mode::kAbort: return "abort";
+    case Mode::kReject: return "reject";
+    case Mode::kLog: return "log";
+    default: return "off";
+  }
+}
+
+ConfigResult parse_config(const EnvLookup& env) {
+  ConfigResult r;
+  auto get = [&](const char* name) -> std::string_view {
+    const char* v = env(name);
+    return v ? std::string_view(v) : std::string_view();
+  };
+  if (const auto m = get("TMAGUARD_MODE"); !m.empty()) {
+    if (m == "abort") r.config.mode = Mode::kAbort;
+    else if (m == "reject") r.config.mode = Mode::kReject;
+    else if (m == "log") r.config.mode = Mode::kLog;
+    else if (m == "off") r.config.mode = Mode::kOff;
+    else r.errors.push_back(fmt::format("TMAGUARD_MODE='{}' is not one of abort, reject, log, off", m));
+  }
+  if (const auto f = get("TMAGUARD_LOG_FORMAT"); !f.empty()) {
+    if (f == "text") r.config.format = LogFormat::kText;
+    else if (f == "json") r.config.format = LogFormat::kJson;
+    else r.errors.push_back(fmt::format("TMAGUARD_LOG_FORMAT='{}' is not one of text, json", f));
+  }
+  if (const char* p = env("TMAGUARD_LOG")) {
+    if (*p == '\0') r.errors.push_back("TMAGUARD_LOG is set but empty (unset it to log to stderr)");
+    else r.config.log_path = p;
+  }
+  if (const char* l = env("TMAGUARD_LIBCUDA")) {
+    if (*l == '\0') r.errors.push_back("TMAGUARD_LIBCUDA is set but empty (unset it to use libcuda.so.1)");
+    else r.config.libcuda = l;
+  }
+  if (const auto rank = get("RANK"); !rank.empty()) r.config.rank = std::string(rank);
+  else if (const auto local = get("LOCAL_RANK"); !local.empty()) r.config.rank = std::string(local);
+  return r;
+}
+
+std::string expand_log_path(std::string_view pattern, long pid) {
+  std::string out;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'p') {
+      out += std::to_string(pid);
+      ++i;
+    } else {
+      out += pattern[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace tmaguard

@@ -1,0 +1,136 @@
+// tmaguard core: rendering of violation, notice and summary records (text lines or JSON lines).
+#include "tmaguard/report.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+namespace tmaguard {
+namespace {
+
+using nlohmann::json;
+
+template <typename A>
+json first_n(const A& a, uint32_t n) {
+  json j = json::array();
+  for (uint32_t i = 0; i < n && i < a.size(); ++i) j.push_back(a[i]);
+  return j;
+}
+
+json map_json(const TensorMapView& v) {
+  json j;
+  j["kind"] = v.kind == MapKind::kTiled ? "tiled" : "im2col";
+  j["dtype"] = to_string(v.dtype);
+  j["rank"] = v.rank;
+  j["dims"] = first_n(v.dims, v.rank);
+  j["strides_bytes"] = first_n(v.strides, v.rank ? v.rank - 1 : 0);
+  if (v.kind == MapKind::kTiled) {
+    j["box"] = first_n(v.box, v.rank);
+  } else {
+    j["channels_per_pixel"] = v.channels_per_pixel;
+    j["pixels_per_column"] = v.pixels_per_column;
+    j["lower_corner"] = first_n(v.lower_corner, v.rank - 2);
+    j["upper_corner"] = first_n(v.upper_corner, v.rank - 2);
+  }
+  j["element_strides"] = first_n(v.element_strides, v.rank);
+  j["interleave"] = interleave_name(v.interleave);
+  j["swizzle"] = swizzle_name(v.swizzle);
+  j["l2_promotion"] = v.l2_promotion;
+  j["oob_fill"] = v.oob_fill ? "nan" : "zero";
+  j["address"] = fmt::format("0x{:x}", v.address);
+  j["tile_bytes"] = v.tile_bytes;
+  return j;
+}
+
+std::string map_text(const TensorMapView& v) {
+  auto list = [](const auto& a, uint32_t n) { return fmt::format("{{{}}}", fmt::join(a.begin(), a.begin() + n, ",")); };
+  std::string s = fmt::format("{} {} rank {} dims {} strides_bytes {}", v.kind == MapKind::kTiled ? "tiled" : "im2col",
+                              to_string(v.dtype), v.rank, list(v.dims, v.rank), list(v.strides, v.rank ? v.rank - 1 : 0));
+  if (v.kind == MapKind::kTiled) s += fmt::format(" box {}", list(v.box, v.rank));
+  else s += fmt::format(" channels_per_pixel {} pixels_per_column {}", v.channels_per_pixel, v.pixels_per_column);
+  s += fmt::format(" element_strides {} interleave {} swizzle {} address 0x{:x}", list(v.element_strides, v.rank),
+                   interleave_name(v.interleave), swizzle_name(v.swizzle), v.address);
+  return s;
+}
+
+void stamp(json& j, const ProcessContext& c) {
+  j["pid"] = c.pid;
+  j["tid"] = c.tid;
+  j["rank"] = c.rank.empty() ? json(nullptr) : json(c.rank);
+  j["time"] = c.time;
+}
+
+std::string ctx_text(const ProcessContext& c) {
+  return fmt::format("pid={} tid={}{} time={}", c.pid, c.tid, c.rank.empty() ? "" : " rank=" + c.rank, c.time);
+}
+
+}  // namespace
+
+std::string format_time_utc(int64_t ms) {
+  const std::time_t s = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&s, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+}
+
+std::string render_finding(const Finding& f, const ProcessContext& ctx, std::string_view action, LogFormat format) {
+  const char* event = f.severity == Severity::kError ? "violation" : "warning";
+  if (format == LogFormat::kJson) {
+    json j;
+    j["event"] = event;
+    j["rule"] = f.rule;
+    j["severity"] = to_string(f.severity);
+    j["kernel"] = f.kernel;
+    j["tensor"] = f.tensor;
+    j["param_index"] = f.param_index;
+    j["tensor_map"] = f.tensor_map ? map_json(*f.tensor_map) : json(nullptr);
+    j["expected"] = f.expected;
+    j["observed"] = f.observed;
+    j["hint"] = f.hint;
+    if (!f.provenance.empty()) j["provenance"] = f.provenance;
+    j["action"] = action;
+    stamp(j, ctx);
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  std::string s = fmt::format("tmaguard: {} {} [{}] action={} kernel={} tensor={}", event, f.rule,
+                              to_string(f.severity), action, f.kernel, f.tensor);
+  if (f.param_index >= 0) s += fmt::format(" param={}", f.param_index);
+  s += fmt::format(": expected {}; observed {}. Hint: {}. ({})", f.expected, f.observed, f.hint, ctx_text(ctx));
+  if (f.tensor_map) s += fmt::format("\ntmaguard:   {} tensor map: {}", f.tensor, map_text(*f.tensor_map));
+  if (!f.provenance.empty()) s += fmt::format("\ntmaguard:   {} provenance: {}", f.tensor, f.provenance);
+  return s;
+}
+
+std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat format) {
+  if (format == LogFormat::kJson) {
+    json j;
+    j["event"] = "summary";
+    j["launches_seen"] = s.launches_seen;
+    j["launches_checked"] = s.launches_checked;
+    j["tensor_maps_decoded"] = s.tensor_maps_decoded;
+    j["violations"] = s.violations_by_rule;
+    stamp(j, ctx);
+    return j.dump();
+  }
+  std::string v;
+  for (const auto& [rule, n] : s.violations_by_rule) v += fmt::format("{}{} x{}", v.empty() ? "" : ", ", rule, n);
+  return fmt::format("tmaguard: SUMMARY: {} launches seen, {} checked, {} tensor maps decoded; violations: {} ({})",
+                     s.launches_seen, s.launches_checked, s.tensor_maps_decoded, v.empty() ? "none" : v, ctx_text(ctx));
+}
+
+std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx,
+                          LogFormat format) {
+  if (format == LogFormat::kJson) {
+    json j;
+    j["event"] = event;
+    j["message"] = message;
+    stamp(j, ctx);
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  return fmt::format("tmaguard: {}: {} ({})", event, message, ctx_text(ctx));
+}
+
+}  // namespace tmaguard

@@ -1,0 +1,329 @@
+// tmaguard core: CUtensorMap encode/decode and the driver's argument rules (layout in tensormap-layout notes).
+#include "tmaguard/tensormap.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace tmaguard {
+namespace {
+
+// Hardware element-type code stored in word 2 bits 10:7, indexed by CUtensorMapDataType (sm90 types only).
+constexpr uint32_t kHwType[13] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 8, 7, 8};
+constexpr uint32_t kTf32Bit = 1u << 16;
+
+uint32_t load_word(const uint8_t* b, int i) {
+  uint32_t w;
+  std::memcpy(&w, b + 4 * i, 4);
+  return w;
+}
+void store_word(uint8_t* b, int i, uint32_t w) { std::memcpy(b + 4 * i, &w, 4); }
+
+int corner_bits(uint32_t rank) { return rank == 3 ? 16 : rank == 4 ? 8 : 5; }
+int32_t corner_limit(uint32_t rank) { return rank == 3 ? 32768 : rank == 4 ? 128 : 16; }
+int32_t sign_extend(uint32_t v, int bits) {
+  const uint32_t m = 1u << (bits - 1);
+  v &= (1u << bits) - 1;
+  return static_cast<int32_t>((v ^ m) - m);
+}
+
+EncodeProblem problem(std::string field, std::string msg) { return {std::move(field), std::move(msg)}; }
+
+}  // namespace
+
+const char* to_string(DataType t) {
+  switch (t) {
+    case DataType::kU8: return "uint8";
+    case DataType::kU16: return "uint16";
+    case DataType::kU32: return "uint32";
+    case DataType::kS32: return "int32";
+    case DataType::kU64: return "uint64";
+    case DataType::kS64: return "int64";
+    case DataType::kF16: return "float16";
+    case DataType::kF32: return "float32";
+    case DataType::kF64: return "float64";
+    case DataType::kBF16: return "bfloat16";
+    case DataType::kF32Ftz: return "float32_ftz";
+    case DataType::kTF32: return "tfloat32";
+    case DataType::kTF32Ftz: return "tfloat32_ftz";
+    case DataType::k16U4Align8B: return "16u4_align8b";
+    case DataType::k16U4Align16B: return "16u4_align16b";
+    case DataType::k16U6Align16B: return "16u6_align16b";
+    default: return "unknown";
+  }
+}
+
+int element_size(DataType t) {
+  static constexpr int kSize[13] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+  const auto i = static_cast<unsigned>(t);
+  return i < 13 ? kSize[i] : 0;
+}
+
+bool is_float(DataType t) {
+  const auto i = static_cast<unsigned>(t);
+  return i >= 6 && i <= 12;
+}
+
+uint32_t swizzle_span(uint32_t swizzle) { return swizzle == 0 ? 0 : swizzle <= 3 ? (16u << swizzle) : 128u; }
+const char* swizzle_name(uint32_t s) {
+  static const char* kNames[] = {"none", "32B", "64B", "128B", "128B_atom_32B", "128B_atom_32B_flip_8B",
+                                 "128B_atom_64B"};
+  return s < 7 ? kNames[s] : "invalid";
+}
+const char* interleave_name(uint32_t il) {
+  static const char* kNames[] = {"none", "16B", "32B"};
+  return il < 3 ? kNames[il] : "invalid";
+}
+
+EncodeProblem validate_encode(const EncodeArgs& a) {
+  const bool im2col = a.kind != MapKind::kTiled;
+  if (a.rank < 1 || a.rank > 5) return problem("tensorRank", fmt::format("tensorRank={} must be 1..5", a.rank));
+  if (im2col && a.rank < 3)
+    return problem("tensorRank", fmt::format("tensorRank={} must be 3..5 for im2col", a.rank));
+  if (a.dtype > 12)
+    return problem("tensorDataType", fmt::format("tensorDataType={} is not supported on this GPU (sm90 accepts 0..12)", a.dtype));
+  if (a.interleave > 2) return problem("interleave", fmt::format("interleave={} is not a CUtensorMapInterleave", a.interleave));
+  if (a.swizzle > 3)
+    return problem("swizzle", fmt::format("swizzle={} ({}) is not supported on this GPU (sm90 accepts 0..3)", a.swizzle, swizzle_name(a.swizzle)));
+  if (a.l2_promotion > 3) return problem("l2Promotion", fmt::format("l2Promotion={} must be 0..3", a.l2_promotion));
+  if (a.oob_fill > 1) return problem("oobFill", fmt::format("oobFill={} must be 0 or 1", a.oob_fill));
+  if (a.interleave && a.rank < 3)
+    return problem("interleave", fmt::format("interleave {} needs tensorRank >= 3, got {}", interleave_name(a.interleave), a.rank));
+  if (a.address % 16)
+    return problem("globalAddress", fmt::format("globalAddress=0x{:x} must be 16-byte aligned", a.address));
+  if (a.interleave == 2 && a.address % 32)
+    return problem("globalAddress", fmt::format("globalAddress=0x{:x} must be 32-byte aligned with interleave 32B", a.address));
+  const auto dt = static_cast<DataType>(a.dtype);
+  if (a.oob_fill == 1 && !is_float(dt))
+    return problem("oobFill", fmt::format("oobFill NaN needs a floating-point type, got {}", to_string(dt)));
+  for (uint32_t i = 0; i < a.rank; ++i) {
+    if (a.dims[i] == 0 || a.dims[i] > (1ULL << 32))
+      return problem(fmt::format("globalDim[{}]", i), fmt::format("globalDim[{}]={} must be 1..2^32", i, a.dims[i]));
+  }
+  for (uint32_t i = 0; i + 1 < a.rank; ++i) {
+    const uint64_t s = a.strides[i];
+    if (s % 16)
+      return problem(fmt::format("globalStrides[{}]", i), fmt::format("globalStrides[{}]={} must be a multiple of 16", i, s));
+    if (a.interleave == 2 && s % 32)
+      return problem(fmt::format("globalStrides[{}]", i), fmt::format("globalStrides[{}]={} must be a multiple of 32 with interleave 32B", i, s));
+    if (s >= (1ULL << 40))
+      return problem(fmt::format("globalStrides[{}]", i), fmt::format("globalStrides[{}]={} must be < 2^40", i, s));
+  }
+  for (uint32_t i = 0; i < a.rank; ++i) {
+    if (a.element_strides[i] < 1 || a.element_strides[i] > 8)
+      return problem(fmt::format("elementStrides[{}]", i), fmt::format("elementStrides[{}]={} must be 1..8", i, a.element_strides[i]));
+  }
+  const uint64_t es = static_cast<uint64_t>(element_size(dt));
+  uint64_t tile = es;
+  const char* inner_name = im2col ? "channelsPerPixel" : "boxDim[0]";
+  const uint64_t inner = im2col ? a.channels_per_pixel : a.box[0];
+  if (!im2col) {
+    for (uint32_t i = 0; i < a.rank; ++i) {
+      if (a.box[i] < 1 || a.box[i] > 256)
+        return problem(fmt::format("boxDim[{}]", i), fmt::format("boxDim[{}]={} must be 1..256", i, a.box[i]));
+    }
+  } else {
+    if (a.channels_per_pixel < 1 || a.channels_per_pixel > 256)
+      return problem("channelsPerPixel", fmt::format("channelsPerPixel={} must be 1..256", a.channels_per_pixel));
+    if (a.pixels_per_column < 1 || a.pixels_per_column > 1024)
+      return problem("pixelsPerColumn", fmt::format("pixelsPerColumn={} must be 1..1024", a.pixels_per_column));
+  }
+  if ((inner * es) % 16)
+    return problem(inner_name, fmt::format("{}={} x {} B = {} B must be a multiple of 16 bytes", inner_name, inner, es, inner * es));
+  if (a.interleave == 0 && a.swizzle && inner * es > swizzle_span(a.swizzle))
+    return problem(inner_name, fmt::format("{}={} x {} B = {} B exceeds the {} swizzle span ({} B)", inner_name, inner, es,
+                                           inner * es, swizzle_name(a.swizzle), swizzle_span(a.swizzle)));
+  if (im2col) {
+    const int32_t lim = corner_limit(a.rank);
+    const uint32_t spatial = a.rank - 2;
+    const uint32_t n = a.kind == MapKind::kIm2colWide ? 1 : spatial;
+    for (uint32_t i = 0; i < n; ++i) {
+      for (const auto* c : {&a.lower_corner, &a.upper_corner}) {
+        const int32_t v = (*c)[i];
+        if (v < -lim || v >= lim)
+          return problem(c == &a.lower_corner ? "pixelBoxLowerCorner" : "pixelBoxUpperCorner",
+                         fmt::format("{}[{}]={} must be in [{}, {}] for rank {}",
+                                     c == &a.lower_corner ? "pixelBoxLowerCorner" : "pixelBoxUpperCorner", i, v, -lim,
+                                     lim - 1, a.rank));
+      }
+    }
+    if (a.kind == MapKind::kIm2colWide && a.wide_mode > 1)
+      return problem("mode", fmt::format("mode={} must be 0 (W) or 1 (W128)", a.wide_mode));
+    if (a.interleave == 0) {
+      // The driver computes each bounding-box extent in 32 bits (dim 2^32 with a net-zero corner wraps to 0).
+      for (uint32_t i = 0; i < spatial; ++i) {
+        const int32_t lo = i < n ? a.lower_corner[i] : 0, up = i < n ? a.upper_corner[i] : 0;
+        const auto extent = static_cast<int32_t>(static_cast<uint32_t>(a.dims[i + 1] + static_cast<uint64_t>(
+                                                     static_cast<int64_t>(up) - static_cast<int64_t>(lo))));
+        if (extent <= 0)
+          return problem("pixelBoxLowerCorner",
+                         fmt::format("bounding box has zero area: globalDim[{}]={} + upper {} - lower {} <= 0", i + 1,
+                                     a.dims[i + 1], up, lo));
+      }
+    }
+    tile = es * a.channels_per_pixel * a.pixels_per_column;
+  } else {
+    for (uint32_t i = 0; i < a.rank; ++i) tile *= a.box[i] / a.element_strides[i];
+  }
+  if (tile > kMaxTileBytesSm90)
+    return problem("boxDim", fmt::format("tile of {} B exceeds the {} B limit", tile, kMaxTileBytesSm90));
+  return {};
+}
+
+int encode(const EncodeArgs& a, uint8_t out[kTensorMapBytes], EncodeProblem* problem_out) {
+  const EncodeProblem p = validate_encode(a);
+  std::memset(out, 0, kTensorMapBytes);
+  store_word(out, 0, static_cast<uint32_t>(a.address));
+  store_word(out, 1, static_cast<uint32_t>(a.address >> 32));
+  if (p) {
+    if (problem_out) *problem_out = p;
+    return 1;
+  }
+  const bool im2col = a.kind != MapKind::kTiled;
+  const uint32_t hw = kHwType[a.dtype];
+  const bool tf32 = a.dtype == 11 || a.dtype == 12;
+  uint32_t w2 = (im2col ? 1u : 0u) | ((a.rank - 1) << 4) | (hw << 7) | (tf32 ? kTf32Bit : 0) | (a.interleave << 11) |
+                (a.swizzle << 13) | (a.oob_fill << 15) | (a.l2_promotion << 17);
+  store_word(out, 2, w2);
+  uint32_t w7 = 0;
+  for (uint32_t i = 0; i + 1 < a.rank; ++i) {
+    const uint64_t q = a.strides[i] / 16;
+    store_word(out, 3 + static_cast<int>(i), static_cast<uint32_t>(q));
+    w7 |= static_cast<uint32_t>((q >> 32) & 0xf) << (4 * i);
+  }
+  store_word(out, 7, w7);
+  for (uint32_t i = 0; i < a.rank; ++i) store_word(out, 8 + static_cast<int>(i), static_cast<uint32_t>(a.dims[i] - 1));
+  uint32_t w13 = 0;
+  for (uint32_t i = 0; i < a.rank; ++i) w13 |= (a.element_strides[i] - 1) << (3 * i);
+  const uint32_t es = static_cast<uint32_t>(element_size(static_cast<DataType>(a.dtype)));
+  uint32_t tile = es;
+  if (!im2col) {
+    w13 |= (a.box[0] - 1) << 24;
+    uint32_t w14 = 0;
+    for (uint32_t i = 1; i < a.rank; ++i) w14 |= (a.box[i] - 1) << (8 * (i - 1));
+    store_word(out, 14, w14);
+    for (uint32_t i = 0; i < a.rank; ++i) tile *= a.box[i] / a.element_strides[i];
+  } else {
+    w13 |= (a.channels_per_pixel - 1) << 24;
+    const int bits = corner_bits(a.rank);
+    const uint32_t mask = (1u << bits) - 1;
+    const uint32_t n = a.kind == MapKind::kIm2colWide ? 1 : a.rank - 2;
+    uint32_t w14 = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      w14 |= (static_cast<uint32_t>(a.lower_corner[i]) & mask) << (bits * i);
+      w14 |= (static_cast<uint32_t>(a.upper_corner[i]) & mask) << (16 + bits * i);
+    }
+    store_word(out, 14, w14);
+    store_word(out, 15, a.pixels_per_column - 1);
+    tile = es * a.channels_per_pixel * a.pixels_per_column;
+  }
+  store_word(out, 13, w13);
+  store_word(out, 16, tile);
+  store_word(out, 18, a.swizzle == 0 ? 0x10u : (0x80u << a.swizzle));
+  return 0;
+}
+
+uint64_t TensorMapView::computed_tile_bytes() const {
+  const uint64_t es = static_cast<uint64_t>(element_size(dtype));
+  if (kind != MapKind::kTiled) return es * channels_per_pixel * pixels_per_column;
+  uint64_t t = es;
+  for (uint32_t i = 0; i < rank; ++i) t *= box[i] / element_strides[i];
+  return t;
+}
+
+DecodeResult decode(const uint8_t b[kTensorMapBytes]) {
+  DecodeResult r;
+  TensorMapView& v = r.view;
+  uint32_t w[32];
+  for (int i = 0; i < 32; ++i) w[i] = load_word(b, i);
+  v.address = (static_cast<uint64_t>(w[1]) << 32) | w[0];
+  const uint32_t w2 = w[2];
+  v.kind = (w2 & 1) ? MapKind::kIm2col : MapKind::kTiled;
+  v.rank = ((w2 >> 4) & 7) + 1;
+  v.hw_type = (w2 >> 7) & 0xf;
+  const bool tf32 = (w2 >> 16) & 1;
+  v.interleave = (w2 >> 11) & 3;
+  v.swizzle = (w2 >> 13) & 3;
+  v.oob_fill = (w2 >> 15) & 1;
+  v.l2_promotion = (w2 >> 17) & 3;
+  v.swizzle_atomicity = (w2 >> 19) & 3;
+  v.tile_bytes = w[16];
+  v.swizzle_span_word = w[18];
+  switch (v.hw_type) {
+    case 0: v.dtype = DataType::kU8; break;
+    case 1: v.dtype = DataType::kU16; break;
+    case 2: v.dtype = DataType::kU32; break;
+    case 3: v.dtype = DataType::kS32; break;
+    case 4: v.dtype = DataType::kU64; break;
+    case 5: v.dtype = DataType::kS64; break;
+    case 6: v.dtype = DataType::kF16; break;
+    case 7: v.dtype = tf32 ? DataType::kTF32 : DataType::kF32; break;
+    case 8: v.dtype = tf32 ? DataType::kTF32Ftz : DataType::kF32Ftz; break;
+    case 9: v.dtype = DataType::kF64; break;
+    case 10: v.dtype = DataType::kBF16; break;
+    default: v.dtype = DataType::kUnknown; break;
+  }
+  auto fail = [&](std::string why) {
+    r.not_a_map = std::move(why);
+    return r;
+  };
+  if (w2 & 0xffc0000eu) return fail(fmt::format("reserved bits set in word 2 (0x{:08x})", w2));
+  if (tf32 && v.hw_type != 7 && v.hw_type != 8) return fail("tf32 bit on a non-f32 element type");
+  if (v.rank > kMaxRank) return fail(fmt::format("rank field {} > 5", v.rank));
+  if (w[17] != 0) return fail("reserved word 17 is not zero");
+  for (int i = 19; i < 32; ++i)
+    if (w[i] != 0) return fail(fmt::format("reserved word {} is not zero", i));
+  const uint32_t span_word = v.swizzle == 0 ? 0x10u : (0x80u << v.swizzle);
+  if (w[18] != span_word) return fail(fmt::format("swizzle-span word 0x{:x} does not match swizzle {}", w[18], v.swizzle));
+  for (uint32_t i = v.rank; i < kMaxRank; ++i)
+    if (w[8 + i] != 0) return fail(fmt::format("globalDim word {} set past rank {}", i, v.rank));
+  for (uint32_t i = v.rank - 1; i < 4; ++i)
+    if (w[3 + i] != 0 || ((w[7] >> (4 * i)) & 0xf)) return fail(fmt::format("stride word {} set past rank {}", i, v.rank));
+  if (w[7] >> 16) return fail("reserved bits set in the stride high-nibble word");
+  if ((w[13] & 0x7fff) >> (3 * v.rank)) return fail("element stride set past rank");
+  if (w[13] & 0x00ff8000u) return fail("reserved bits set in word 13");
+  for (uint32_t i = 0; i < v.rank; ++i) {
+    v.dims[i] = static_cast<uint64_t>(w[8 + i]) + 1;
+    v.element_strides[i] = ((w[13] >> (3 * i)) & 7) + 1;
+  }
+  for (uint32_t i = 0; i + 1 < v.rank; ++i)
+    v.strides[i] = ((static_cast<uint64_t>((w[7] >> (4 * i)) & 0xf) << 32) | w[3 + i]) * 16;
+  if (v.kind == MapKind::kTiled) {
+    if (w[15] != 0) return fail("word 15 set on a tiled map");
+    v.box[0] = (w[13] >> 24) + 1;
+    for (uint32_t i = 1; i < kMaxRank; ++i) {
+      const uint32_t byte = (w[14] >> (8 * (i - 1))) & 0xff;
+      if (i < v.rank) v.box[i] = byte + 1;
+      else if (byte) return fail("box dimension set past rank");
+    }
+  } else {
+    if (v.rank < 3) return fail("im2col map with rank < 3");
+    v.channels_per_pixel = (w[13] >> 24) + 1;
+    v.pixels_per_column = w[15] + 1;
+    if (w[15] > 1023) return fail("pixelsPerColumn field > 1024");
+    v.box[0] = v.channels_per_pixel;
+    v.box[1] = v.pixels_per_column;
+    const int bits = corner_bits(v.rank);
+    for (uint32_t i = 0; i < v.rank - 2; ++i) {
+      v.lower_corner[i] = sign_extend(w[14] >> (bits * i), bits);
+      v.upper_corner[i] = sign_extend(w[14] >> (16 + bits * i), bits);
+    }
+  }
+  return r;
+}
+
+uint64_t content_hash(const uint8_t bytes[kTensorMapBytes]) {
+  // FNV-1a over 64-bit lanes, word 2 bit 21 masked (clients clear it after encoding on drivers <= 13.1).
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int i = 0; i < 16; ++i) {
+    uint64_t lane;
+    std::memcpy(&lane, bytes + 8 * i, 8);
+    if (i == 1) lane &= ~(1ULL << 21);
+    h ^= lane;
+    h *= 0x100000001b3ULL;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+}  // namespace tmaguard

@@ -1,0 +1,46 @@
+// tmaguard shim: the real CUDA driver (resolution, typed real pointers, pointer routing). Only driver.cpp uses dlfcn.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <type_traits>
+
+// cuda.h remaps cuGetProcAddress to cuGetProcAddress_v2 (CUDA 13); tmaguard needs the exact exported names.
+#undef cuGetProcAddress
+
+namespace tmaguard {
+
+enum class EntryId : int {
+#define TG_ENTRY(name, pfn, kind) name,
+#define TG_REAL_ONLY(name, pfn) name,
+#include "entry_points.def"
+#undef TG_ENTRY
+#undef TG_REAL_ONLY
+  kCount
+};
+
+//! The real driver's function for an entry, or nullptr (driver missing, or it lacks the symbol). Never ours.
+void* real_function(EntryId id);
+//! Our wrapper for a pointer the driver handed out, or the pointer itself when it is not an interposed entry.
+void* route(void* real_ptr);
+//! The real dlsym (glibc's, found with dlvsym), for the dlsym interposer.
+using DlsymFn = void* (*)(void*, const char*);
+DlsymFn real_dlsym();
+//! The path the real driver was (or will be) loaded from, for messages.
+const char* driver_path();
+
+}  // namespace tmaguard
+
+// Typed real pointer: TG_REAL(cuLaunchKernel) has type PFN_cuLaunchKernel_v4000.
+#define TG_REAL(name) reinterpret_cast<tg_pfn_##name>(::tmaguard::real_function(::tmaguard::EntryId::name))
+
+// Wrapper declarations with the exact exported names and the PFN types (mismatched definitions do not compile).
+#define TG_WRAPPER(name) tg_wrap_##name
+#define TG_ENTRY(name, pfn, kind)                                                       \
+  using tg_pfn_##name = pfn;                                                            \
+  extern "C" __attribute__((visibility("default"))) std::remove_pointer_t<pfn> tg_wrap_##name __asm__(#name);
+#define TG_REAL_ONLY(name, pfn) using tg_pfn_##name = pfn;
+#include "entry_points.def"
+#undef TG_ENTRY
+#undef TG_REAL_ONLY

@@ -1,0 +1,140 @@
+// tmaguard shim: the launch wrappers (cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and _ptsz).
+//
+//   client --> cuLaunchKernel (ours) --> check_launch() --> [clean cache hit] --> real cuLaunchKernel
+//                                              |--> decode maps, run rules --> report --> abort | reject | launch
+#include <cstring>
+#include <exception>
+
+#include "driver.h"
+#include "kernel_cache.h"
+#include "runtime.h"
+#include "tmaguard/checks.h"
+#include "tmaguard/tensormap.h"
+
+namespace tmaguard {
+namespace {
+
+constexpr int kMaxInlineMaps = 16;
+
+// The parameter buffer of the `extra` launch form, if any.
+struct ExtraBuffer {
+  const uint8_t* data = nullptr;
+  std::size_t size = SIZE_MAX;
+};
+ExtraBuffer parse_extra(void** extra) {
+  ExtraBuffer b;
+  for (int i = 0; extra && i < 64 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) b.data = static_cast<const uint8_t*>(extra[i + 1]);
+    else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1]) b.size = *static_cast<std::size_t*>(extra[i + 1]);
+  }
+  return b;
+}
+
+uint64_t combine(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+// Returns true when the launch must not run.
+bool check_launch_unguarded(CUfunction f, void** kernel_params, void** extra) {
+  Stats& st = stats();
+  st.launches_seen.fetch_add(1, std::memory_order_relaxed);
+  const KernelInfo* k = kernel_info(f);
+  if (k->map_params.empty()) return false;
+  const ExtraBuffer eb = kernel_params ? ExtraBuffer{} : parse_extra(extra);
+  if (!kernel_params && !eb.data) return false;  // the driver will refuse this launch itself
+  st.launches_checked.fetch_add(1, std::memory_order_relaxed);
+
+  const std::size_t n = k->map_params.size();
+  const uint8_t* inline_ptrs[kMaxInlineMaps];
+  std::vector<const uint8_t*> heap_ptrs;
+  const uint8_t** ptrs = inline_ptrs;
+  if (n > kMaxInlineMaps) {
+    heap_ptrs.resize(n);
+    ptrs = heap_ptrs.data();
+  }
+  uint64_t key = reinterpret_cast<uintptr_t>(f);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int idx = k->map_params[i];
+    const uint8_t* p;
+    if (kernel_params) {
+      p = static_cast<const uint8_t*>(kernel_params[idx]);
+    } else {
+      const std::size_t off = k->offsets[static_cast<std::size_t>(idx)];
+      p = (off + kTensorMapBytes <= eb.size) ? eb.data + off : nullptr;
+    }
+    if (!p) return false;
+    ptrs[i] = p;
+    key = combine(key, content_hash(p));
+  }
+  if (clean_cache_contains(key)) return false;
+
+  std::vector<TensorMapParam> maps(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    maps[i].param_index = k->map_params[i];
+    maps[i].decoded = decode(ptrs[i]);
+  }
+  st.maps_decoded.fetch_add(n, std::memory_order_relaxed);
+  std::vector<Finding> findings;
+  if (k->fa4) check_fa4_sm100_bwd(k->name, maps, findings);
+  for (const TensorMapParam& m : maps) check_descriptor(k->name, m, findings);
+  bool errors = false;
+  for (Finding& f : findings) {
+    errors |= f.severity == Severity::kError;
+    for (std::size_t i = 0; i < n; ++i)
+      if (maps[i].param_index == f.param_index) f.provenance = provenance_for(content_hash(ptrs[i]));
+  }
+  if (!errors) clean_cache_insert(key);
+  return findings.empty() ? false : report_findings(findings);
+}
+
+bool check_launch(CUfunction f, void** kernel_params, void** extra) {
+  HookScope scope;
+  if (scope.nested() || !armed()) return false;
+  try {
+    return check_launch_unguarded(f, kernel_params, extra);
+  } catch (const std::exception& e) {
+    report_cannot_work(std::string("internal error while checking a launch: ") + e.what());
+  } catch (...) {
+    report_cannot_work("internal error while checking a launch");
+  }
+  return false;
+}
+
+}  // namespace
+}  // namespace tmaguard
+
+using tmaguard::check_launch;
+
+#define TG_LAUNCH_WRAPPER(name)                                                                                    \
+  CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,       \
+                            unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params,         \
+                            void** extra) {                                                                        \
+    auto real = TG_REAL(name);                                                                                     \
+    if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                                  \
+    if (check_launch(f, params, extra)) return CUDA_ERROR_INVALID_VALUE;                                           \
+    return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                                \
+  }
+TG_LAUNCH_WRAPPER(cuLaunchKernel)
+TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz)
+
+#define TG_LAUNCH_EX_WRAPPER(name)                                                                                 \
+  CUresult TG_WRAPPER(name)(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {            \
+    auto real = TG_REAL(name);                                                                                     \
+    if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                                  \
+    if (check_launch(f, params, extra)) return CUDA_ERROR_INVALID_VALUE;                                           \
+    return real(config, f, params, extra);                                                                         \
+  }
+TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx)
+TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz)
+
+#define TG_LAUNCH_COOP_WRAPPER(name)                                                                               \
+  CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,       \
+                            unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params) {       \
+    auto real = TG_REAL(name);                                                                                     \
+    if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                                  \
+    if (check_launch(f, params, nullptr)) return CUDA_ERROR_INVALID_VALUE;                                         \
+    return real(f, gx, gy, gz, bx, by, bz, smem, s, params);                                                       \
+  }
+TG_LAUNCH_COOP_WRAPPER(cuLaunchCooperativeKernel)
+TG_LAUNCH_COOP_WRAPPER(cuLaunchCooperativeKernel_ptsz)

@@ -1,0 +1,31 @@
+// tmaguard shim: per-kernel facts (name, parameter layout, which rules apply), built once per CUfunction/CUkernel.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tmaguard {
+
+struct KernelInfo {
+  std::string name;
+  bool fa4 = false;               // FlashAttention-4 SM100 backward
+  std::vector<std::size_t> offsets;  // every parameter's byte offset
+  std::vector<int> map_params;    // indices of 128-byte, 64-byte-aligned parameters (tensor-map candidates)
+};
+
+//! Facts for a launch handle (CUfunction, or a CUkernel passed where a CUfunction is expected). Never null.
+//! Read-mostly: a lock-free table, filled on a kernel's first launch.
+const KernelInfo* kernel_info(CUfunction f);
+
+//! Set of launch keys that were checked and found clean: a repeated launch costs a hash and a lookup.
+bool clean_cache_contains(uint64_t key);
+void clean_cache_insert(uint64_t key);
+
+//! The encode call that produced a descriptor with this content hash, or a sentence saying none was seen.
+std::string provenance_for(uint64_t content_hash);
+
+}  // namespace tmaguard

@@ -1,0 +1,208 @@
+// tmaguard shim: lazy init state machine, re-entry guard, fork handling, and the reporter (spdlog sinks we own).
+#include "runtime.h"
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include <spdlog/logger.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include "driver.h"
+#include "tmaguard/report.h"
+
+namespace tmaguard {
+namespace {
+
+enum State : int { kUninit = 0, kIniting, kArmed, kDisabled };
+
+// Everything here is constant-initialised: nothing runs when the library is loaded.
+std::atomic<int> g_state{kUninit};
+std::atomic<bool> g_cannot_work_said{false};
+thread_local int t_depth = 0;
+Stats g_stats;
+std::mutex g_mu;  // serialises reporting and dedupe; held across fork by the atfork handlers
+
+struct Runtime {
+  Config cfg;
+  std::shared_ptr<spdlog::logger> logger;  // built over a sink we own; never registered with spdlog
+  std::unordered_map<std::string, uint64_t> seen;  // dedupe key -> occurrences
+  std::map<std::string, uint64_t> by_rule;
+};
+Runtime* g_rt = nullptr;  // written once by the initialising thread, then read-only; never freed
+
+ProcessContext context() {
+  ProcessContext c;
+  c.pid = static_cast<long>(getpid());
+  c.tid = static_cast<long>(syscall(SYS_gettid));
+  if (g_rt) c.rank = g_rt->cfg.rank;
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  c.time = format_time_utc(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
+  return c;
+}
+
+void write_stderr(const std::string& line) {
+  const std::string l = line + "\n";
+  ssize_t n = ::write(2, l.data(), l.size());
+  (void)n;
+}
+
+// Caller holds g_mu.
+void emit_locked(const std::string& line) {
+  if (!g_rt || !g_rt->logger) {
+    write_stderr(line);
+    return;
+  }
+  g_rt->logger->info(line);
+  g_rt->logger->flush();
+}
+
+Summary summary_locked() {
+  Summary s;
+  s.launches_seen = g_stats.launches_seen.load(std::memory_order_relaxed);
+  s.launches_checked = g_stats.launches_checked.load(std::memory_order_relaxed);
+  s.tensor_maps_decoded = g_stats.maps_decoded.load(std::memory_order_relaxed);
+  if (g_rt) s.violations_by_rule = g_rt->by_rule;
+  return s;
+}
+
+void emit_summary_locked() {
+  if (g_rt) emit_locked(render_summary(summary_locked(), context(), g_rt->cfg.format));
+}
+
+void at_exit_summary() {
+  if (g_state.load() != kArmed) return;
+  std::lock_guard<std::mutex> lock(g_mu);
+  emit_summary_locked();
+}
+
+void fork_prepare() { g_mu.lock(); }
+void fork_parent() { g_mu.unlock(); }
+void fork_child() {
+  // The child starts its own account: its summary covers what it did after fork.
+  g_stats.launches_seen = 0;
+  g_stats.launches_checked = 0;
+  g_stats.maps_decoded = 0;
+  if (g_rt) {
+    g_rt->seen.clear();
+    g_rt->by_rule.clear();
+  }
+  g_mu.unlock();
+}
+
+bool init() {
+  ConfigResult parsed = parse_config([](const char* n) { return std::getenv(n); });
+  if (!parsed.errors.empty()) {
+    report_cannot_work(parsed.errors.front());
+    return false;
+  }
+  if (parsed.config.mode == Mode::kOff) return false;
+  auto* rt = new Runtime;
+  rt->cfg = parsed.config;
+  try {
+    std::shared_ptr<spdlog::sinks::sink> sink;
+    if (rt->cfg.log_path.empty()) {
+      sink = std::make_shared<spdlog::sinks::stderr_sink_st>();
+    } else {
+      sink = std::make_shared<spdlog::sinks::basic_file_sink_st>(
+          expand_log_path(rt->cfg.log_path, static_cast<long>(getpid())), false);
+    }
+    rt->logger = std::make_shared<spdlog::logger>("tmaguard", std::move(sink));
+    rt->logger->set_pattern("%v");
+    rt->logger->set_error_handler([](const std::string&) {});
+  } catch (const std::exception& e) {
+    report_cannot_work(std::string("cannot open TMAGUARD_LOG='") + rt->cfg.log_path + "': " + e.what());
+    delete rt;
+    return false;
+  }
+  if (!real_function(EntryId::cuLaunchKernel)) {
+    report_cannot_work(std::string("no usable CUDA driver at '") + driver_path() + "'");
+    delete rt;
+    return false;
+  }
+  if (!real_function(EntryId::cuFuncGetParamInfo) || !real_function(EntryId::cuKernelGetParamInfo)) {
+    report_cannot_work("the CUDA driver lacks cuFuncGetParamInfo/cuKernelGetParamInfo (needs a CUDA 12.4+ driver)");
+    delete rt;
+    return false;
+  }
+  g_rt = rt;
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  std::atexit(at_exit_summary);
+  return !g_cannot_work_said.load();
+}
+
+}  // namespace
+
+HookScope::HookScope() : nested_(t_depth++ > 0) {}
+HookScope::~HookScope() { --t_depth; }
+
+bool armed() {
+  const int s = g_state.load(std::memory_order_acquire);
+  if (s == kArmed) return true;
+  if (s != kUninit) return false;
+  int expected = kUninit;
+  if (!g_state.compare_exchange_strong(expected, kIniting, std::memory_order_acq_rel))
+    return expected == kArmed;
+  bool ok = false;
+  try {
+    ok = init();
+  } catch (const std::exception& e) {
+    report_cannot_work(std::string("initialisation failed: ") + e.what());
+  }
+  if (g_cannot_work_said.load()) ok = false;
+  g_state.store(ok ? kArmed : kDisabled, std::memory_order_release);
+  return ok;
+}
+
+Mode mode() { return g_rt ? g_rt->cfg.mode : Mode::kOff; }
+
+Stats& stats() { return g_stats; }
+
+void report_cannot_work(const std::string& why) {
+  g_state.store(kDisabled, std::memory_order_release);
+  if (g_cannot_work_said.exchange(true)) return;
+  write_stderr("tmaguard: cannot work: " + why + "; the job runs on unguarded");
+}
+
+void report_notice(const std::string& key, const char* event, const std::string& message) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_rt) return;
+  if (g_rt->seen[key]++ > 0) return;
+  emit_locked(render_notice(event, message, context(), g_rt->cfg.format));
+}
+
+bool report_findings(std::vector<Finding>& findings) {
+  bool any_error = false;
+  const Mode m = mode();
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (!g_rt) return false;
+    for (Finding& f : findings) {
+      const bool error = f.severity == Severity::kError;
+      any_error |= error;
+      if (error) ++g_rt->by_rule[f.rule];
+      const std::string key = f.rule + '\x1f' + f.kernel + '\x1f' + std::to_string(f.param_index);
+      if (g_rt->seen[key]++ > 0) continue;
+      emit_locked(render_finding(f, context(), error ? to_string(m) : "none", g_rt->cfg.format));
+    }
+    if (any_error && m == Mode::kAbort) {
+      emit_locked(render_notice("abort", "aborting the process before the kernel runs (TMAGUARD_MODE=abort)",
+                                context(), g_rt->cfg.format));
+      emit_summary_locked();
+      g_rt->logger->flush();
+      std::abort();
+    }
+  }
+  return any_error && m == Mode::kReject;
+}
+
+}  // namespace tmaguard

@@ -1,0 +1,50 @@
+// tmaguard shim: lazy initialisation, the re-entry guard, configuration, statistics and reporting.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tmaguard/config.h"
+#include "tmaguard/finding.h"
+
+namespace tmaguard {
+
+//! RAII re-entry guard (as TSan's ScopedInterceptor): the driver or our own code calling back into a wrapper
+//! passes straight through.
+class HookScope {
+ public:
+  HookScope();
+  ~HookScope();
+  HookScope(const HookScope&) = delete;
+  HookScope& operator=(const HookScope&) = delete;
+  bool nested() const { return nested_; }
+
+ private:
+  bool nested_;
+};
+
+//! True when checks should run: initialises on first use (Uninit -> Initing -> Armed | Disabled). While another
+//! thread initialises, or after tmaguard stepped aside, it returns false and the wrapper passes through.
+bool armed();
+//! The mode in force (valid once armed() returned true).
+Mode mode();
+
+//! tmaguard cannot work: says so once, in one line, on stderr (and the log), then steps aside for good.
+void report_cannot_work(const std::string& why);
+//! A one-line notice (warnings about tmaguard's own limits, failed encodes): deduplicated by key.
+void report_notice(const std::string& key, const char* event, const std::string& message);
+
+struct Stats {
+  std::atomic<uint64_t> launches_seen{0};
+  std::atomic<uint64_t> launches_checked{0};
+  std::atomic<uint64_t> maps_decoded{0};
+};
+Stats& stats();
+
+//! Reports findings (deduplicated by rule, kernel, parameter) and applies the mode to error findings.
+//! Returns true when the launch must not run (reject). In abort mode it flushes and aborts the process.
+bool report_findings(std::vector<Finding>& findings);
+
+}  // namespace tmaguard

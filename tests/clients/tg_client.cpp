@@ -1,0 +1,336 @@
+// Test client: a real process that reaches the (stand-in) driver the way real stacks do and launches FA4-shaped
+// and other kernels. Built twice: tg_client (dlopen only, like Triton/cudart) and tg_client_linked (-lcuda).
+//
+//   tg_client PATH ENTRY SCENARIO [--cukernel] [--extra] [--inline]
+//   PATH: direct (linked build) | dlsym | getproc | getproc_self | getproc_legacy
+//   ENTRY: launch | launch_ptsz | ex | ex_ptsz | coop | coop_ptsz
+// Prints "RESULT ok=N failed=M ran=R"; exits 0 when every launch succeeded, 3 when one returned an error.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fakecuda.h"
+#include "tmaguard/tensormap.h"
+
+#ifdef TG_CLIENT_LINKED
+#define DIRECT(name, pfn) extern "C" std::remove_pointer_t<pfn> direct_##name __asm__(#name);
+DIRECT(cuInit, PFN_cuInit_v2000)
+DIRECT(cuLaunchKernel, PFN_cuLaunchKernel_v4000)
+DIRECT(cuLaunchKernel_ptsz, PFN_cuLaunchKernel_v7000_ptsz)
+DIRECT(cuLaunchKernelEx, PFN_cuLaunchKernelEx_v11060)
+DIRECT(cuLaunchKernelEx_ptsz, PFN_cuLaunchKernelEx_v11060_ptsz)
+DIRECT(cuLaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel_v9000)
+DIRECT(cuLaunchCooperativeKernel_ptsz, PFN_cuLaunchCooperativeKernel_v9000_ptsz)
+DIRECT(cuTensorMapEncodeTiled, PFN_cuTensorMapEncodeTiled_v12000)
+#endif
+
+namespace {
+
+std::string g_path, g_entry;
+bool g_cukernel = false, g_extra = false, g_inline = false;
+void* g_lib = nullptr;
+std::atomic<int> g_ok{0}, g_failed{0};
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "tg_client: %s\n", what);
+  std::exit(2);
+}
+
+void* direct_symbol(const std::string& name) {
+#ifdef TG_CLIENT_LINKED
+#define D(x) if (name == #x) return reinterpret_cast<void*>(&direct_##x);
+  D(cuInit) D(cuLaunchKernel) D(cuLaunchKernel_ptsz) D(cuLaunchKernelEx) D(cuLaunchKernelEx_ptsz)
+  D(cuLaunchCooperativeKernel) D(cuLaunchCooperativeKernel_ptsz) D(cuTensorMapEncodeTiled)
+#undef D
+#endif
+  (void)name;
+  die("path 'direct' needs tg_client_linked");
+}
+
+// Resolves a driver function by the chosen path. `version` is what cudart would ask for.
+void* resolve(const std::string& base, bool ptsz, int version) {
+  if (g_path == "direct") return direct_symbol(ptsz ? base + "_ptsz" : base);
+  if (g_path == "dlsym") return dlsym(g_lib, (ptsz ? base + "_ptsz" : base).c_str());
+  auto v2 = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(g_lib, "cuGetProcAddress_v2"));
+  if (!v2) die("no cuGetProcAddress_v2");
+  const cuuint64_t flags = ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;
+  void* fn = nullptr;
+  if (g_path == "getproc") {
+    if (v2(base.c_str(), &fn, version, flags, nullptr) != CUDA_SUCCESS) die("cuGetProcAddress_v2 failed");
+  } else if (g_path == "getproc_self") {
+    void* self = nullptr;
+    CUdriverProcAddressQueryResult st;
+    if (v2("cuGetProcAddress", &self, 12000, 0, &st) != CUDA_SUCCESS || !self) die("self-lookup failed");
+    if (reinterpret_cast<PFN_cuGetProcAddress_v12000>(self)(base.c_str(), &fn, version, flags, &st) != CUDA_SUCCESS)
+      die("lookup through the self-looked-up cuGetProcAddress failed");
+  } else if (g_path == "getproc_legacy") {
+    void* self = nullptr;
+    if (v2("cuGetProcAddress", &self, 11030, 0, nullptr) != CUDA_SUCCESS || !self) die("legacy self-lookup failed");
+    if (reinterpret_cast<PFN_cuGetProcAddress_v11030>(self)(base.c_str(), &fn, version, flags) != CUDA_SUCCESS)
+      die("lookup through the 4-argument cuGetProcAddress failed");
+  } else {
+    die("unknown path");
+  }
+  return fn;
+}
+
+struct Tensor {
+  uint64_t addr;
+  std::vector<uint64_t> dims, strides;
+};
+// torch (b, s, h, d) bf16, contiguous: dims {d, s, h, b}; "mn" = seqlen-contiguous (a transposed view).
+Tensor bshd(uint64_t addr, uint64_t b, uint64_t s, uint64_t h, uint64_t d, bool mn = false) {
+  if (!mn) return {addr, {d, s, h, b}, {2 * h * d, 2 * d, 2 * s * h * d}};
+  return {addr, {s, d, h, b}, {2 * s, 2 * s * d, 2 * s * h * d}};
+}
+
+CUtensorMap encode_map(const Tensor& t) {
+  const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
+  CUtensorMap m;
+  if (g_inline) {  // as CuTe DSL does: fill the 128 bytes in the host program, no driver call
+    tmaguard::EncodeArgs a;
+    a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    a.rank = 4;
+    a.address = t.addr;
+    for (int i = 0; i < 4; ++i) {
+      a.dims[i] = t.dims[i];
+      a.box[i] = box[i];
+      a.element_strides[i] = 1;
+      if (i < 3) a.strides[i] = t.strides[i];
+    }
+    a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    a.l2_promotion = 2;
+    if (tmaguard::encode(a, reinterpret_cast<uint8_t*>(&m)) != 0) die("inline encode failed");
+    return m;
+  }
+  static auto enc = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(resolve("cuTensorMapEncodeTiled", false, 12000));
+  if (!enc) die("cannot resolve cuTensorMapEncodeTiled");
+  const CUresult rc = enc(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, reinterpret_cast<void*>(t.addr), t.dims.data(),
+                          t.strides.data(), box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                          CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (rc != CUDA_SUCCESS) die("cuTensorMapEncodeTiled failed");
+  return m;
+}
+
+struct Kernel {
+  void* handle;
+  std::vector<std::size_t> sizes;
+  std::vector<std::vector<uint8_t>> values;
+};
+
+// A kernel whose parameters interleave small scalars with tensor maps, as CuTe DSL's flattened signatures do.
+Kernel make_kernel(const std::string& name, const std::vector<CUtensorMap>& maps) {
+  Kernel k;
+  auto add = [&](const void* p, std::size_t n) {
+    k.sizes.push_back(n);
+    k.values.emplace_back(static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
+  const int32_t seqlen = 256;
+  const float scale = 0.125f;
+  add(&seqlen, 4);
+  for (std::size_t i = 0; i < maps.size(); ++i) {
+    add(&maps[i], sizeof(CUtensorMap));
+    if (i == 2) add(&scale, 4);
+  }
+  const int64_t tail = 7;
+  add(&tail, 8);
+  static auto define = reinterpret_cast<decltype(&fakecuda_define_kernel)>(dlsym(g_lib, "fakecuda_define_kernel"));
+  if (!define) die("not the stand-in driver (no fakecuda_define_kernel)");
+  k.handle = define(name.c_str(), static_cast<int>(k.sizes.size()), k.sizes.data(), g_cukernel ? 1 : 0);
+  return k;
+}
+
+CUresult launch(const Kernel& k) {
+  std::vector<void*> params;
+  std::vector<uint8_t> buffer;
+  for (const auto& v : k.values) params.push_back(const_cast<uint8_t*>(v.data()));
+  std::size_t size = 0;
+  void* extra[5] = {CU_LAUNCH_PARAM_BUFFER_POINTER, nullptr, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+  if (g_extra) {  // the packed-buffer form, laid out as the driver reports the offsets
+    auto info = reinterpret_cast<PFN_cuFuncGetParamInfo_v12040>(
+        dlsym(g_lib, g_cukernel ? "cuKernelGetParamInfo" : "cuFuncGetParamInfo"));
+    for (std::size_t i = 0; i < k.values.size(); ++i) {
+      std::size_t off = 0, sz = 0;
+      if (info(static_cast<CUfunction>(k.handle), i, &off, &sz) != CUDA_SUCCESS) die("param info failed");
+      if (buffer.size() < off + sz) buffer.resize(off + sz);
+      std::memcpy(buffer.data() + off, k.values[i].data(), sz);
+    }
+    size = buffer.size();
+    extra[1] = buffer.data();
+  }
+  void** kp = g_extra ? nullptr : params.data();
+  void** ex = g_extra ? extra : nullptr;
+  auto f = static_cast<CUfunction>(k.handle);
+  const bool ptsz = g_entry.size() > 5 && g_entry.compare(g_entry.size() - 5, 5, "_ptsz") == 0;
+  CUresult rc;
+  if (g_entry.rfind("launch", 0) == 0) {
+    auto fn = reinterpret_cast<PFN_cuLaunchKernel_v4000>(resolve("cuLaunchKernel", ptsz, ptsz ? 7000 : 4000));
+    rc = fn(f, 1, 1, 1, 128, 1, 1, 0, nullptr, kp, ex);
+  } else if (g_entry.rfind("ex", 0) == 0) {
+    auto fn = reinterpret_cast<PFN_cuLaunchKernelEx_v11060>(resolve("cuLaunchKernelEx", ptsz, 11060));
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = 2;
+    attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = 2;
+    cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = 128;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    rc = fn(&cfg, f, kp, ex);
+  } else if (g_entry.rfind("coop", 0) == 0) {
+    if (g_extra) die("cooperative launches have no extra form");
+    auto fn = reinterpret_cast<PFN_cuLaunchCooperativeKernel_v9000>(resolve("cuLaunchCooperativeKernel", ptsz, 9000));
+    rc = fn(f, 1, 1, 1, 128, 1, 1, 0, nullptr, kp);
+  } else {
+    die("unknown entry");
+  }
+  (rc == CUDA_SUCCESS ? g_ok : g_failed)++;
+  return rc;
+}
+
+const char* kFa4 = "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__0x7f_0";
+
+// FA4 SM100 backward launch: 1-CTA order Q K V dO dV dK; 2-CTA Q Qt K Kt V dO dOt dV dK; postprocess drops dV dK.
+Kernel fa4_kernel(bool two_cta, bool dk_bad, bool dv_bad, bool postprocess) {
+  const uint64_t b = 2, s = 256, h = 4, d = 128, base = 0x7f0000000000ULL, step = 0x1000000ULL;
+  const CUtensorMap q = encode_map(bshd(base, b, s, h, d)), k = encode_map(bshd(base + step, b, s, h, d)),
+                    v = encode_map(bshd(base + 2 * step, b, s, h, d)), dout = encode_map(bshd(base + 3 * step, b, s, h, d));
+  const CUtensorMap dv = encode_map(bshd(base + 4 * step, b, s, h, d, dv_bad));
+  const CUtensorMap dk = encode_map(bshd(base + 5 * step, b, s, h, d, dk_bad));
+  std::vector<CUtensorMap> maps;
+  if (two_cta) maps = {q, q, k, k, v, dout, dout};
+  else maps = {q, k, v, dout};
+  if (!postprocess) {
+    maps.push_back(dv);
+    maps.push_back(dk);
+  }
+  return make_kernel(kFa4, maps);
+}
+
+unsigned long ran(const Kernel& k) {
+  static auto count = reinterpret_cast<decltype(&fakecuda_launches)>(dlsym(g_lib, "fakecuda_launches"));
+  return count(k.handle);
+}
+
+int scenario(const std::string& sc) {
+  unsigned long total_ran = 0;
+  auto run = [&](const Kernel& k, int times = 1) {
+    for (int i = 0; i < times; ++i) launch(k);
+    total_ran += ran(k);
+  };
+  if (sc == "fa4_ok") run(fa4_kernel(false, false, false, false), 3);
+  else if (sc == "fa4_dk_bad") run(fa4_kernel(false, true, false, false), 3);
+  else if (sc == "fa4_dv_bad") run(fa4_kernel(false, false, true, false));
+  else if (sc == "fa4_2cta_ok") run(fa4_kernel(true, false, false, false));
+  else if (sc == "fa4_2cta_dk_bad") run(fa4_kernel(true, true, false, false));
+  else if (sc == "fa4_postprocess") run(fa4_kernel(false, true, true, true));
+  else if (sc == "fa4_2cta_postprocess") run(fa4_kernel(true, true, true, true));
+  else if (sc == "fa4_odd_count") {
+    const CUtensorMap m = encode_map(bshd(0x7f0000000000ULL, 2, 256, 4, 128));
+    run(make_kernel(kFa4, {m, m, m, m, m}), 2);
+  } else if (sc == "unmatched") {
+    run(make_kernel("plain_elementwise_kernel", {}), 5);
+  } else if (sc == "other_maps_ok") {  // a Triton-like kernel with four healthy maps and an MN-major one
+    const CUtensorMap a = encode_map(bshd(0x7f0000000000ULL, 2, 256, 4, 128));
+    const CUtensorMap t = encode_map(bshd(0x7f0001000000ULL, 2, 256, 4, 128, true));
+    run(make_kernel("matmul_kernel_tma", {a, a, t, a}), 3);
+  } else if (sc == "inline_bad_descriptor") {  // inline-filled map the driver would refuse: box > swizzle span
+    tmaguard::EncodeArgs a;
+    a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    a.rank = 2;
+    a.address = 0x7f0000000000ULL;
+    a.dims = {128, 4096};
+    a.strides = {256};
+    a.box = {64, 128};
+    a.element_strides = {1, 1};
+    a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    CUtensorMap m;
+    tmaguard::encode(a, reinterpret_cast<uint8_t*>(&m));
+    uint32_t w2;
+    std::memcpy(&w2, reinterpret_cast<uint8_t*>(&m) + 8, 4);
+    w2 = (w2 & ~(3u << 13)) | (1u << 13);  // swizzle field 32B, span word to match: 128 B box > 32 B span
+    std::memcpy(reinterpret_cast<uint8_t*>(&m) + 8, &w2, 4);
+    const uint32_t span = 0x100;
+    std::memcpy(reinterpret_cast<uint8_t*>(&m) + 72, &span, 4);
+    run(make_kernel("my_inline_tma_kernel", {m}));
+  } else if (sc == "threads") {
+    const Kernel good = fa4_kernel(false, false, false, false);
+    const Kernel other = make_kernel("plain_elementwise_kernel", {});
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; ++t)
+      ts.emplace_back([&, t] {
+        for (int i = 0; i < 500; ++i) launch(t % 2 ? good : other);
+      });
+    for (auto& t : ts) t.join();
+    total_ran = ran(good) + ran(other);
+  } else if (sc == "threads_bad") {
+    const Kernel bad = fa4_kernel(false, true, false, false);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; ++t)
+      ts.emplace_back([&] {
+        for (int i = 0; i < 200; ++i) launch(bad);
+      });
+    for (auto& t : ts) t.join();
+    total_ran = ran(bad);
+  } else if (sc == "fork") {
+    const Kernel good = fa4_kernel(false, false, false, false);
+    launch(good);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const Kernel bad = fa4_kernel(false, true, false, false);
+      launch(bad);
+      launch(good);
+      std::printf("CHILD ok=%d failed=%d ran_bad=%lu\n", g_ok.load(), g_failed.load(), ran(bad));
+      std::fflush(stdout);
+      std::exit(g_failed ? 3 : 0);  // exit, not _Exit: the child's tmaguard summary runs at exit
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    launch(good);
+    std::printf("CHILD_STATUS exited=%d code=%d signaled=%d sig=%d\n", WIFEXITED(status), WEXITSTATUS(status),
+                WIFSIGNALED(status), WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    total_ran = ran(good);
+  } else {
+    die("unknown scenario");
+  }
+  std::printf("RESULT ok=%d failed=%d ran=%lu\n", g_ok.load(), g_failed.load(), total_ran);
+  return g_failed ? 3 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "nocuda") {
+    std::printf("no CUDA here\n");
+    return 0;
+  }
+  if (argc < 4) die("usage: tg_client PATH ENTRY SCENARIO [--cukernel] [--extra] [--inline]");
+  g_path = argv[1];
+  g_entry = argv[2];
+  for (int i = 4; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--cukernel") g_cukernel = true;
+    else if (a == "--extra") g_extra = true;
+    else if (a == "--inline") g_inline = true;
+    else die("unknown option");
+  }
+  g_lib = dlopen("libcuda.so.1", RTLD_NOW);
+  if (!g_lib) die("cannot dlopen libcuda.so.1");
+  auto init = reinterpret_cast<PFN_cuInit_v2000>(g_path == "direct" ? direct_symbol("cuInit") : dlsym(g_lib, "cuInit"));
+  if (!init || init(0) != CUDA_SUCCESS) die("cuInit failed");
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  return scenario(argv[3]);
+}

@@ -1,0 +1,121 @@
+// Configuration parsing and the report schema (text and JSON lines).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "tmaguard/config.h"
+#include "tmaguard/report.h"
+
+using namespace tmaguard;
+
+namespace {
+ConfigResult parse(const std::map<std::string, std::string>& env) {
+  return parse_config([&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+}  // namespace
+
+TEST(Config, Defaults) {
+  const ConfigResult r = parse({});
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_EQ(r.config.mode, Mode::kAbort);
+  EXPECT_EQ(r.config.format, LogFormat::kText);
+  EXPECT_TRUE(r.config.log_path.empty());
+}
+
+TEST(Config, ValuesAndRank) {
+  const ConfigResult r = parse({{"TMAGUARD_MODE", "reject"}, {"TMAGUARD_LOG_FORMAT", "json"},
+                                {"TMAGUARD_LOG", "/tmp/tg.%p.log"}, {"LOCAL_RANK", "3"}});
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_EQ(r.config.mode, Mode::kReject);
+  EXPECT_EQ(r.config.format, LogFormat::kJson);
+  EXPECT_EQ(r.config.rank, "3");
+  EXPECT_EQ(parse({{"RANK", "7"}, {"LOCAL_RANK", "3"}}).config.rank, "7");
+}
+
+TEST(Config, BadValuesGiveOneLineNamingTheVariable) {
+  const ConfigResult r = parse({{"TMAGUARD_MODE", "abrot"}, {"TMAGUARD_LOG_FORMAT", "xml"}, {"TMAGUARD_LOG", ""}});
+  ASSERT_EQ(r.errors.size(), 3u);
+  EXPECT_EQ(r.errors[0], "TMAGUARD_MODE='abrot' is not one of abort, reject, log, off");
+  EXPECT_EQ(r.errors[1], "TMAGUARD_LOG_FORMAT='xml' is not one of text, json");
+  EXPECT_EQ(r.errors[2], "TMAGUARD_LOG is set but empty (unset it to log to stderr)");
+}
+
+TEST(Config, LogPathExpansion) {
+  EXPECT_EQ(expand_log_path("/var/log/tg.%p.jsonl", 4242), "/var/log/tg.4242.jsonl");
+  EXPECT_EQ(expand_log_path("plain", 1), "plain");
+  EXPECT_EQ(expand_log_path("%p-%p%", 5), "5-5%");
+}
+
+namespace {
+Finding sample() {
+  Finding f;
+  f.rule = "fa4-dk-not-k-major";
+  f.kernel = "kernel_FlashAttentionBackwardSm100_0";
+  f.tensor = "dK";
+  f.param_index = 8;
+  TensorMapView v;
+  v.dtype = DataType::kBF16;
+  v.rank = 2;
+  v.dims = {256, 128};
+  v.strides = {512};
+  v.box = {64, 128};
+  v.element_strides = {1, 1};
+  v.swizzle = 3;
+  v.address = 0x7f00;
+  f.tensor_map = v;
+  f.expected = "dK K-major";
+  f.observed = "dK dim 0 = 256";
+  f.hint = "torch.empty_like(k)";
+  return f;
+}
+ProcessContext ctx() { return {42, 43, "1", "2026-11-29T12:00:00.000Z"}; }
+}  // namespace
+
+TEST(Report, JsonRecordCarriesTheSchema) {
+  const auto j = nlohmann::json::parse(render_finding(sample(), ctx(), "abort", LogFormat::kJson));
+  EXPECT_EQ(j["event"], "violation");
+  EXPECT_EQ(j["rule"], "fa4-dk-not-k-major");
+  EXPECT_EQ(j["severity"], "error");
+  EXPECT_EQ(j["tensor"], "dK");
+  EXPECT_EQ(j["param_index"], 8);
+  EXPECT_EQ(j["action"], "abort");
+  EXPECT_EQ(j["pid"], 42);
+  EXPECT_EQ(j["tid"], 43);
+  EXPECT_EQ(j["rank"], "1");
+  EXPECT_EQ(j["tensor_map"]["dims"], nlohmann::json({256, 128}));
+  EXPECT_EQ(j["tensor_map"]["strides_bytes"], nlohmann::json({512}));
+  EXPECT_EQ(j["tensor_map"]["swizzle"], "128B");
+  EXPECT_EQ(j["tensor_map"]["dtype"], "bfloat16");
+  EXPECT_EQ(j["tensor_map"]["address"], "0x7f00");
+  EXPECT_EQ(j["hint"], "torch.empty_like(k)");
+}
+
+TEST(Report, TextIsOneLinePlusTheMap) {
+  const std::string s = render_finding(sample(), ctx(), "log", LogFormat::kText);
+  EXPECT_EQ(s,
+            "tmaguard: violation fa4-dk-not-k-major [error] action=log kernel=kernel_FlashAttentionBackwardSm100_0 "
+            "tensor=dK param=8: expected dK K-major; observed dK dim 0 = 256. Hint: torch.empty_like(k). "
+            "(pid=42 tid=43 rank=1 time=2026-11-29T12:00:00.000Z)\n"
+            "tmaguard:   dK tensor map: tiled bfloat16 rank 2 dims {256,128} strides_bytes {512} box {64,128} "
+            "element_strides {1,1} interleave none swizzle 128B address 0x7f00");
+}
+
+TEST(Report, Summary) {
+  Summary s;
+  s.launches_seen = 10;
+  s.launches_checked = 4;
+  s.tensor_maps_decoded = 24;
+  s.violations_by_rule["fa4-dk-not-k-major"] = 3;
+  const auto j = nlohmann::json::parse(render_summary(s, ctx(), LogFormat::kJson));
+  EXPECT_EQ(j["event"], "summary");
+  EXPECT_EQ(j["launches_seen"], 10);
+  EXPECT_EQ(j["violations"]["fa4-dk-not-k-major"], 3);
+  EXPECT_EQ(render_summary(s, ctx(), LogFormat::kText),
+            "tmaguard: SUMMARY: 10 launches seen, 4 checked, 24 tensor maps decoded; violations: fa4-dk-not-k-major x3 "
+            "(pid=42 tid=43 rank=1 time=2026-11-29T12:00:00.000Z)");
+  EXPECT_EQ(format_time_utc(1764417600123), "2025-11-29T12:00:00.123Z");
+}

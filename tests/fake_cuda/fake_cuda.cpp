@@ -1,0 +1,331 @@
+// Stand-in CUDA driver (libcuda.so.1) for GPU-free tests. It implements what tmaguard and the test clients call,
+// rejects what the real driver rejects, and encodes the real byte format: encoding goes through the same rules and
+// layout as tmaguard's core, both pinned to real-driver output captured on an H200 (tests/data). Kernels are
+// declared by test clients (fakecuda_define_kernel) and "run" by counting launches.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "fakecuda.h"
+#include "tmaguard/tensormap.h"
+
+#define FAKE_EXPORT(name, pfn) \
+  extern "C" __attribute__((visibility("default"))) std::remove_pointer_t<pfn> fake_##name __asm__(#name);
+FAKE_EXPORT(cuInit, PFN_cuInit_v2000)
+FAKE_EXPORT(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020)
+FAKE_EXPORT(cuGetErrorString, PFN_cuGetErrorString_v6000)
+FAKE_EXPORT(cuGetProcAddress, PFN_cuGetProcAddress_v11030)
+FAKE_EXPORT(cuGetProcAddress_v2, PFN_cuGetProcAddress_v12000)
+FAKE_EXPORT(cuLaunchKernel, PFN_cuLaunchKernel_v4000)
+FAKE_EXPORT(cuLaunchKernel_ptsz, PFN_cuLaunchKernel_v7000_ptsz)
+FAKE_EXPORT(cuLaunchKernelEx, PFN_cuLaunchKernelEx_v11060)
+FAKE_EXPORT(cuLaunchKernelEx_ptsz, PFN_cuLaunchKernelEx_v11060_ptsz)
+FAKE_EXPORT(cuLaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel_v9000)
+FAKE_EXPORT(cuLaunchCooperativeKernel_ptsz, PFN_cuLaunchCooperativeKernel_v9000_ptsz)
+FAKE_EXPORT(cuTensorMapEncodeTiled, PFN_cuTensorMapEncodeTiled_v12000)
+FAKE_EXPORT(cuTensorMapEncodeIm2col, PFN_cuTensorMapEncodeIm2col_v12000)
+FAKE_EXPORT(cuTensorMapEncodeIm2colWide, PFN_cuTensorMapEncodeIm2colWide_v12080)
+FAKE_EXPORT(cuTensorMapReplaceAddress, PFN_cuTensorMapReplaceAddress_v12000)
+FAKE_EXPORT(cuFuncGetName, PFN_cuFuncGetName_v12030)
+FAKE_EXPORT(cuKernelGetName, PFN_cuKernelGetName_v12030)
+FAKE_EXPORT(cuFuncGetParamInfo, PFN_cuFuncGetParamInfo_v12040)
+FAKE_EXPORT(cuKernelGetParamInfo, PFN_cuKernelGetParamInfo_v12040)
+FAKE_EXPORT(cuKernelGetFunction, PFN_cuKernelGetFunction_v12000)
+
+namespace {
+
+constexpr uint32_t kFuncMagic = 0x46554e43, kKernelMagic = 0x4b45524e;
+struct FakeKernel {
+  uint32_t magic;
+  std::string name;
+  std::vector<std::size_t> offsets, sizes;
+  std::atomic<unsigned long> launches{0};
+  FakeKernel* twin = nullptr;  // the CUfunction of a CUkernel
+};
+
+std::atomic<bool> g_init{false};
+std::mutex g_mu;
+std::map<std::string, unsigned long>* g_via = nullptr;
+
+FakeKernel* as_any(const void* h) {
+  auto* k = static_cast<FakeKernel*>(const_cast<void*>(h));
+  return (k && (k->magic == kFuncMagic || k->magic == kKernelMagic)) ? k : nullptr;
+}
+
+CUresult launch(const char* via, CUfunction f, void** params, void** extra) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  FakeKernel* k = as_any(f);
+  if (!k) return CUDA_ERROR_INVALID_HANDLE;
+  if (params && extra) return CUDA_ERROR_INVALID_VALUE;
+  if (!params && !extra && !k->sizes.empty()) return CUDA_ERROR_INVALID_VALUE;
+  ++k->launches;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_via) g_via = new std::map<std::string, unsigned long>;
+  ++(*g_via)[via];
+  return CUDA_SUCCESS;
+}
+
+struct ProcEntry {
+  const char* name;
+  int min_version;
+  void* fn;
+  void* ptsz;
+};
+#define P(x) reinterpret_cast<void*>(&fake_##x)
+const ProcEntry kProcs[] = {
+    {"cuInit", 2000, P(cuInit), nullptr},
+    {"cuDriverGetVersion", 2020, P(cuDriverGetVersion), nullptr},
+    {"cuGetErrorString", 6000, P(cuGetErrorString), nullptr},
+    {"cuLaunchKernel", 4000, P(cuLaunchKernel), P(cuLaunchKernel_ptsz)},
+    {"cuLaunchKernelEx", 11060, P(cuLaunchKernelEx), P(cuLaunchKernelEx_ptsz)},
+    {"cuLaunchCooperativeKernel", 9000, P(cuLaunchCooperativeKernel), P(cuLaunchCooperativeKernel_ptsz)},
+    {"cuTensorMapEncodeTiled", 12000, P(cuTensorMapEncodeTiled), nullptr},
+    {"cuTensorMapEncodeIm2col", 12000, P(cuTensorMapEncodeIm2col), nullptr},
+    {"cuTensorMapEncodeIm2colWide", 12080, P(cuTensorMapEncodeIm2colWide), nullptr},
+    {"cuTensorMapReplaceAddress", 12000, P(cuTensorMapReplaceAddress), nullptr},
+    {"cuFuncGetName", 12030, P(cuFuncGetName), nullptr},
+    {"cuKernelGetName", 12030, P(cuKernelGetName), nullptr},
+    {"cuFuncGetParamInfo", 12040, P(cuFuncGetParamInfo), nullptr},
+    {"cuKernelGetParamInfo", 12040, P(cuKernelGetParamInfo), nullptr},
+    {"cuKernelGetFunction", 12000, P(cuKernelGetFunction), nullptr},
+};
+
+// Shared by both cuGetProcAddress forms. Semantics measured on an H200 (driver 580): unknown name -> status 1,
+// version too low -> status 2, both with SUCCESS and pfn NULL; a version far above the driver -> INVALID_VALUE.
+CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult* st,
+                  bool legacy) {
+  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  if (version > 13090) return CUDA_ERROR_INVALID_VALUE;
+  *pfn = nullptr;
+  auto set = [&](CUdriverProcAddressQueryResult r) {
+    if (st) *st = r;
+  };
+  if (std::strcmp(symbol, "cuGetProcAddress") == 0) {
+    *pfn = version >= 12000 ? P(cuGetProcAddress_v2) : P(cuGetProcAddress);
+    set(CU_GET_PROC_ADDRESS_SUCCESS);
+    return CUDA_SUCCESS;
+  }
+  for (const ProcEntry& e : kProcs) {
+    if (std::strcmp(symbol, e.name) != 0) continue;
+    if (version < e.min_version) {
+      set(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+      return legacy ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
+    }
+    *pfn = ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && e.ptsz) ? e.ptsz : e.fn;
+    set(CU_GET_PROC_ADDRESS_SUCCESS);
+    return CUDA_SUCCESS;
+  }
+  set(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  return legacy ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
+}
+
+CUresult encode(const tmaguard::EncodeArgs& a, CUtensorMap* map) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!map || reinterpret_cast<uintptr_t>(map) % 16) return CUDA_ERROR_INVALID_VALUE;
+  return static_cast<CUresult>(tmaguard::encode(a, reinterpret_cast<uint8_t*>(map)));
+}
+
+tmaguard::EncodeArgs gather(tmaguard::MapKind kind, CUtensorMapDataType dt, cuuint32_t rank, void* addr,
+                            const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* es) {
+  tmaguard::EncodeArgs a;
+  a.kind = kind;
+  a.dtype = dt;
+  a.rank = rank;
+  a.address = reinterpret_cast<uint64_t>(addr);
+  for (uint32_t i = 0; i < rank && i < 5; ++i) {
+    a.dims[i] = dims ? dims[i] : 0;
+    a.element_strides[i] = es ? es[i] : 0;
+    if (i + 1 < rank) a.strides[i] = strides ? strides[i] : 0;
+  }
+  return a;
+}
+
+CUresult param_info(FakeKernel* k, std::size_t i, std::size_t* off, std::size_t* size) {
+  if (i >= k->sizes.size()) return CUDA_ERROR_INVALID_VALUE;
+  if (off) *off = k->offsets[i];
+  if (size) *size = k->sizes[i];
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) void* fakecuda_define_kernel(const char* name, int n,
+                                                                               const std::size_t* sizes, int as_kernel) {
+  auto* f = new FakeKernel;
+  f->magic = kFuncMagic;
+  f->name = name;
+  std::size_t off = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::size_t s = sizes[i];
+    const std::size_t align = s >= 128 ? 64 : s >= 8 ? 8 : s >= 4 ? 4 : s >= 2 ? 2 : 1;
+    off = (off + align - 1) / align * align;
+    f->offsets.push_back(off);
+    f->sizes.push_back(s);
+    off += s;
+  }
+  if (!as_kernel) return f;
+  auto* k = new FakeKernel;
+  k->magic = kKernelMagic;
+  k->name = f->name;
+  k->offsets = f->offsets;
+  k->sizes = f->sizes;
+  k->twin = f;
+  return k;
+}
+
+extern "C" __attribute__((visibility("default"))) unsigned long fakecuda_launches(void* h) {
+  FakeKernel* k = as_any(h);
+  if (!k) return 0;
+  return k->launches + (k->twin ? k->twin->launches.load() : 0);
+}
+
+extern "C" __attribute__((visibility("default"))) unsigned long fakecuda_launches_via(const char* entry) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_via) return 0;
+  auto it = g_via->find(entry);
+  return it == g_via->end() ? 0 : it->second;
+}
+
+CUresult fake_cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  g_init = true;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuDriverGetVersion(int* v) {
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuGetErrorString(CUresult e, const char** s) {
+  if (!s) return CUDA_ERROR_INVALID_VALUE;
+  *s = e == CUDA_SUCCESS ? "no error" : "fake driver error";
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuGetProcAddress(const char* sym, void** pfn, int v, cuuint64_t flags) {
+  return get_proc(sym, pfn, v, flags, nullptr, true);
+}
+CUresult fake_cuGetProcAddress_v2(const char* sym, void** pfn, int v, cuuint64_t flags,
+                                  CUdriverProcAddressQueryResult* st) {
+  return get_proc(sym, pfn, v, flags, st, false);
+}
+
+#define FAKE_LAUNCH(name)                                                                                     \
+  CUresult fake_##name(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,    \
+                       CUstream, void** params, void** extra) {                                              \
+    return launch(#name, f, params, extra);                                                                   \
+  }
+FAKE_LAUNCH(cuLaunchKernel)
+FAKE_LAUNCH(cuLaunchKernel_ptsz)
+CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** p, void** e) {
+  return c ? launch("cuLaunchKernelEx", f, p, e) : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult fake_cuLaunchKernelEx_ptsz(const CUlaunchConfig* c, CUfunction f, void** p, void** e) {
+  return c ? launch("cuLaunchKernelEx_ptsz", f, p, e) : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult fake_cuLaunchCooperativeKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, CUstream, void** p) {
+  return launch("cuLaunchCooperativeKernel", f, p, nullptr);
+}
+CUresult fake_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                             unsigned, CUstream, void** p) {
+  return launch("cuLaunchCooperativeKernel_ptsz", f, p, nullptr);
+}
+
+CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType dt, cuuint32_t rank, void* addr,
+                                     const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                                     const cuuint32_t* es, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
+                                     CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  tmaguard::EncodeArgs a = gather(tmaguard::MapKind::kTiled, dt, rank, addr, dims, strides, es);
+  for (uint32_t i = 0; i < rank && i < 5; ++i) a.box[i] = box ? box[i] : 0;
+  a.interleave = il;
+  a.swizzle = sw;
+  a.l2_promotion = l2;
+  a.oob_fill = oob;
+  return encode(a, map);
+}
+CUresult fake_cuTensorMapEncodeIm2col(CUtensorMap* map, CUtensorMapDataType dt, cuuint32_t rank, void* addr,
+                                      const cuuint64_t* dims, const cuuint64_t* strides, const int* lower,
+                                      const int* upper, cuuint32_t cpp, cuuint32_t ppc, const cuuint32_t* es,
+                                      CUtensorMapInterleave il, CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
+                                      CUtensorMapFloatOOBfill oob) {
+  tmaguard::EncodeArgs a = gather(tmaguard::MapKind::kIm2col, dt, rank, addr, dims, strides, es);
+  for (uint32_t i = 0; i + 2 < rank && i < 3; ++i) {
+    a.lower_corner[i] = lower ? lower[i] : 0;
+    a.upper_corner[i] = upper ? upper[i] : 0;
+  }
+  a.channels_per_pixel = cpp;
+  a.pixels_per_column = ppc;
+  a.interleave = il;
+  a.swizzle = sw;
+  a.l2_promotion = l2;
+  a.oob_fill = oob;
+  return encode(a, map);
+}
+CUresult fake_cuTensorMapEncodeIm2colWide(CUtensorMap* map, CUtensorMapDataType dt, cuuint32_t rank, void* addr,
+                                          const cuuint64_t* dims, const cuuint64_t* strides, int lo, int up,
+                                          cuuint32_t cpp, cuuint32_t ppc, const cuuint32_t* es, CUtensorMapInterleave il,
+                                          CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle sw,
+                                          CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  tmaguard::EncodeArgs a = gather(tmaguard::MapKind::kIm2colWide, dt, rank, addr, dims, strides, es);
+  a.lower_corner[0] = lo;
+  a.upper_corner[0] = up;
+  a.channels_per_pixel = cpp;
+  a.pixels_per_column = ppc;
+  a.wide_mode = mode;
+  a.interleave = il;
+  a.swizzle = sw;
+  a.l2_promotion = l2;
+  a.oob_fill = oob;
+  return encode(a, map);
+}
+CUresult fake_cuTensorMapReplaceAddress(CUtensorMap* map, void* addr) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  const auto a = reinterpret_cast<uint64_t>(addr);
+  if (!map || !addr || a % 16) return CUDA_ERROR_INVALID_VALUE;
+  uint32_t w[3];
+  std::memcpy(w, map, sizeof w);
+  if (((w[2] >> 11) & 3) == 2 && a % 32) return CUDA_ERROR_INVALID_VALUE;  // interleave 32B
+  w[0] = static_cast<uint32_t>(a);
+  w[1] = static_cast<uint32_t>(a >> 32);
+  std::memcpy(map, w, 8);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuFuncGetName(const char** name, CUfunction f) {
+  FakeKernel* k = as_any(f);
+  if (!name) return CUDA_ERROR_INVALID_VALUE;
+  if (!k || k->magic != kFuncMagic) return CUDA_ERROR_INVALID_HANDLE;  // as the real driver does for a CUkernel
+  *name = k->name.c_str();
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuKernelGetName(const char** name, CUkernel h) {
+  FakeKernel* k = as_any(h);
+  if (!name) return CUDA_ERROR_INVALID_VALUE;
+  if (!k || k->magic != kKernelMagic) return CUDA_ERROR_INVALID_HANDLE;
+  *name = k->name.c_str();
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuFuncGetParamInfo(CUfunction f, std::size_t i, std::size_t* off, std::size_t* size) {
+  FakeKernel* k = as_any(f);
+  if (!k || k->magic != kFuncMagic) return CUDA_ERROR_INVALID_HANDLE;
+  return param_info(k, i, off, size);
+}
+CUresult fake_cuKernelGetParamInfo(CUkernel h, std::size_t i, std::size_t* off, std::size_t* size) {
+  FakeKernel* k = as_any(h);
+  if (!k || k->magic != kKernelMagic) return CUDA_ERROR_INVALID_HANDLE;
+  return param_info(k, i, off, size);
+}
+CUresult fake_cuKernelGetFunction(CUfunction* out, CUkernel h) {
+  FakeKernel* k = as_any(h);
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  if (!k || k->magic != kKernelMagic) return CUDA_ERROR_INVALID_HANDLE;
+  *out = reinterpret_cast<CUfunction>(k->twin);
+  return CUDA_SUCCESS;
+}

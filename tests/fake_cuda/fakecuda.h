@@ -1,0 +1,13 @@
+// The stand-in driver's test API (not part of CUDA): test clients declare kernels and read what ran.
+#pragma once
+#include <cstddef>
+
+extern "C" {
+//! Declares a kernel with parameters of the given sizes (laid out at natural alignment, 128-byte ones 64-aligned).
+//! Returns a CUfunction, or a CUkernel when as_cukernel is non-zero.
+void* fakecuda_define_kernel(const char* name, int nparams, const std::size_t* sizes, int as_cukernel);
+//! How many launches of this handle reached the stand-in driver (the kernel "ran").
+unsigned long fakecuda_launches(void* handle);
+//! How many launches came through the named entry point (e.g. "cuLaunchKernel_ptsz").
+unsigned long fakecuda_launches_via(const char* entry);
+}

@@ -1,0 +1,344 @@
+// Real client processes with libtmaguard.so preloaded in front of the stand-in driver, through every resolution
+// path and launch entry point. Each test reads what a user would: exit status, the kernel's launch count, the log.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "process.h"
+
+using nlohmann::json;
+
+namespace {
+
+struct ClientRun {
+  ProcessResult p;
+  std::vector<json> records;
+  std::string log_text;
+  int ran = -1, ok = -1, failed = -1;
+
+  std::vector<json> events(const std::string& e) const {
+    std::vector<json> v;
+    for (const auto& r : records)
+      if (r.value("event", "") == e) v.push_back(r);
+    return v;
+  }
+};
+
+std::string log_path() {
+  static int n = 0;
+  return "/tmp/tmaguard_test_" + std::to_string(getpid()) + "_" + std::to_string(n++) + ".log";
+}
+
+ClientRun run_client(std::vector<std::string> args, std::map<std::string, std::string> env = {},
+               bool linked = false, bool json_log = true) {
+  const std::string log = log_path();
+  std::map<std::string, std::string> e = {{"LD_PRELOAD", TG_LIB},
+                                          {"LD_LIBRARY_PATH", TG_FAKE_DIR},
+                                          {"TMAGUARD_LOG", log},
+                                          {"TMAGUARD_LOG_FORMAT", json_log ? "json" : "text"},
+                                          {"RANK", ""},
+                                          {"LOCAL_RANK", ""},
+                                          {"TMAGUARD_MODE", ""}};
+  for (const auto& [k, v] : env) e[k] = v;
+  args.insert(args.begin(), linked ? TG_CLIENT_LINKED : TG_CLIENT);
+  ClientRun r;
+  r.p = run_process(args, e);
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.log_text = ss.str();
+  std::istringstream lines(r.log_text);
+  for (std::string line; std::getline(lines, line);)
+    if (json_log && !line.empty()) r.records.push_back(json::parse(line));
+  std::remove(log.c_str());
+  const auto pos = r.p.out.find("RESULT ");
+  if (pos != std::string::npos) std::sscanf(r.p.out.c_str() + pos, "RESULT ok=%d failed=%d ran=%d", &r.ok, &r.failed, &r.ran);
+  return r;
+}
+
+std::string describe(const ClientRun& r) {
+  return "exit=" + std::to_string(r.p.code) + " signal=" + std::to_string(r.p.signal) + "\nstdout:\n" + r.p.out +
+         "\nstderr:\n" + r.p.err + "\nlog:\n" + r.log_text;
+}
+
+// ---- every path x every entry point: clean FA4 launch runs silently, bad dK is stopped (abort mode)
+struct PathEntry {
+  std::string path, entry;
+  bool linked;
+};
+std::vector<PathEntry> all_paths() {
+  std::vector<PathEntry> v;
+  for (const char* e : {"launch", "launch_ptsz", "ex", "ex_ptsz", "coop", "coop_ptsz"}) {
+    v.push_back({"direct", e, true});
+    for (const char* p : {"dlsym", "getproc", "getproc_self", "getproc_legacy"}) v.push_back({p, e, false});
+  }
+  return v;
+}
+class Paths : public ::testing::TestWithParam<PathEntry> {};
+
+TEST_P(Paths, CleanFa4LaunchRunsWithoutReport) {
+  const auto& pe = GetParam();
+  const ClientRun r = run_client({pe.path, pe.entry, "fa4_ok"}, {}, pe.linked);
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 3) << describe(r);
+  EXPECT_TRUE(r.events("violation").empty()) << describe(r);
+  const auto s = r.events("summary");
+  ASSERT_EQ(s.size(), 1u) << describe(r);
+  EXPECT_EQ(s[0]["launches_seen"], 3) << "the launches must have gone through tmaguard\n" << describe(r);
+  EXPECT_EQ(s[0]["tensor_maps_decoded"], 6) << "decoded once, then cached by content\n" << describe(r);
+}
+
+TEST_P(Paths, BadDkAbortsBeforeTheKernelRuns) {
+  const auto& pe = GetParam();
+  const ClientRun r = run_client({pe.path, pe.entry, "fa4_dk_bad"}, {}, pe.linked);
+  ASSERT_TRUE(r.p.signaled) << describe(r);
+  EXPECT_EQ(r.p.signal, SIGABRT);
+  const auto v = r.events("violation");
+  ASSERT_EQ(v.size(), 1u) << describe(r);
+  EXPECT_EQ(v[0]["rule"], "fa4-dk-not-k-major");
+  EXPECT_EQ(v[0]["action"], "abort");
+  EXPECT_EQ(r.events("summary").size(), 1u);
+  EXPECT_EQ(r.p.out.find("RESULT"), std::string::npos) << "the process must not get past the launch";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPathsAllEntries, Paths, ::testing::ValuesIn(all_paths()),
+                         [](const auto& info) { return info.param.path + "_" + info.param.entry; });
+
+// ---- modes
+TEST(Modes, RejectReturnsErrorAndTheKernelDoesNotRun) {
+  const ClientRun r = run_client({"getproc", "launch", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "reject"}});
+  ASSERT_TRUE(r.p.exited) << describe(r);
+  EXPECT_EQ(r.p.code, 3);
+  EXPECT_EQ(r.failed, 3);
+  EXPECT_EQ(r.ran, 0);
+  const auto v = r.events("violation");
+  ASSERT_EQ(v.size(), 1u) << "reported once, then counted\n" << describe(r);
+  EXPECT_EQ(v[0]["action"], "reject");
+  EXPECT_EQ(r.events("summary")[0]["violations"]["fa4-dk-not-k-major"], 3);
+}
+
+TEST(Modes, LogReportsAndTheKernelRuns) {
+  const ClientRun r = run_client({"dlsym", "ex", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "log"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 3);
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("violation")[0]["action"], "log");
+}
+
+TEST(Modes, OffPassesEverythingThroughSilently) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "off"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 3);
+  EXPECT_TRUE(r.log_text.empty()) << describe(r);
+  EXPECT_TRUE(r.p.err.empty()) << describe(r);
+}
+
+TEST(Modes, RejectModeReportsOnlyDv) {
+  const ClientRun r = run_client({"getproc", "ex", "fa4_dv_bad"}, {{"TMAGUARD_MODE", "reject"}});
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  const json v = r.events("violation")[0];
+  EXPECT_EQ(v["rule"], "fa4-dv-not-k-major");
+  EXPECT_EQ(v["tensor"], "dV");
+  EXPECT_EQ(v["param_index"], 6);  // params: int, Q, K, V, float, dO, dV, dK, int64
+  EXPECT_EQ(r.ran, 0);
+}
+
+// ---- the record a user reads
+TEST(Report, JsonViolationRecordIsComplete) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "log"}, {"RANK", "5"}});
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  const json v = r.events("violation")[0];
+  for (const char* k : {"event", "rule", "severity", "kernel", "tensor", "param_index", "tensor_map", "expected",
+                        "observed", "hint", "action", "pid", "tid", "rank", "time", "provenance"})
+    EXPECT_TRUE(v.contains(k)) << k;
+  EXPECT_EQ(v["rank"], "5");
+  EXPECT_EQ(v["tensor"], "dK");
+  EXPECT_EQ(v["param_index"], 7);
+  EXPECT_NE(v["kernel"].get<std::string>().find("FlashAttentionBackwardSm100"), std::string::npos);
+  EXPECT_EQ(v["tensor_map"]["dims"], json({256, 128, 4, 2}));
+  EXPECT_EQ(v["tensor_map"]["strides_bytes"], json({512, 65536, 262144}));
+  EXPECT_EQ(v["tensor_map"]["box"], json({64, 128, 1, 1}));
+  EXPECT_EQ(v["tensor_map"]["dtype"], "bfloat16");
+  EXPECT_EQ(v["tensor_map"]["swizzle"], "128B");
+  EXPECT_EQ(v["tensor_map"]["address"], "0x7f0005000000");
+  EXPECT_EQ(v["provenance"].get<std::string>().rfind("cuTensorMapEncodeTiled(dtype=bfloat16, rank=4", 0), 0u)
+      << v["provenance"];
+  EXPECT_NE(v["hint"].get<std::string>().find("torch.empty_like(k)"), std::string::npos);
+}
+
+TEST(Report, TextFormatToStderrWithPidExpansion) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "log"}, {"TMAGUARD_LOG", ""}},
+                           false, false);
+  EXPECT_NE(r.p.err.find("tmaguard: violation fa4-dk-not-k-major [error] action=log kernel="), std::string::npos)
+      << describe(r);
+  EXPECT_NE(r.p.err.find("tmaguard:   dK tensor map: tiled bfloat16 rank 4 dims {256,128,4,2}"), std::string::npos);
+  EXPECT_NE(r.p.err.find("tmaguard: SUMMARY: 3 launches seen, 3 checked"), std::string::npos) << describe(r);
+}
+
+TEST(Report, LogPathPidExpansion) {
+  const std::string pattern = "/tmp/tmaguard_pid_test.%p.log";
+  const ProcessResult p = run_process({TG_CLIENT, "dlsym", "launch", "fa4_dk_bad"},
+                                      {{"LD_PRELOAD", TG_LIB}, {"LD_LIBRARY_PATH", TG_FAKE_DIR},
+                                       {"TMAGUARD_MODE", "log"}, {"TMAGUARD_LOG", pattern}});
+  ASSERT_TRUE(p.exited && p.code == 0) << p.err;
+  // The child's pid is not known here: find the file by glob, it must carry digits where %p was.
+  const ProcessResult ls = run_process(
+      {"/bin/sh", "-c", "ls /tmp/tmaguard_pid_test.[0-9]*.log && rm -f /tmp/tmaguard_pid_test.*.log"}, {});
+  EXPECT_EQ(ls.code, 0) << ls.out << ls.err;
+}
+
+// ---- FA4 signatures and kernels no rule matches
+TEST(Fa4, TwoCtaSignature) {
+  EXPECT_EQ(run_client({"getproc", "ex", "fa4_2cta_ok"}).events("violation").size(), 0u);
+  const ClientRun r = run_client({"getproc", "ex", "fa4_2cta_dk_bad"}, {{"TMAGUARD_MODE", "reject"}});
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("violation")[0]["param_index"], 10);  // int, Q, Qt, K, float, Kt, V, dO, dOt, dV, dK
+  EXPECT_EQ(r.ran, 0);
+}
+
+TEST(Fa4, PostprocessSignatureHasNothingToCheck) {
+  for (const char* sc : {"fa4_postprocess", "fa4_2cta_postprocess"}) {
+    const ClientRun r = run_client({"dlsym", "launch", sc});
+    EXPECT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+    EXPECT_EQ(r.ran, 1);
+    EXPECT_TRUE(r.events("violation").empty() && r.events("warning").empty()) << describe(r);
+  }
+}
+
+TEST(Fa4, UnexpectedMapCountWarnsOnceAndNeverAborts) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_odd_count"});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 2);
+  ASSERT_EQ(r.events("warning").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("warning")[0]["rule"], "fa4-unexpected-map-count");
+}
+
+TEST(Kernels, NoRuleMatchesNoReport) {
+  const ClientRun r = run_client({"dlsym", "launch", "unmatched"});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 5);
+  EXPECT_TRUE(r.events("violation").empty());
+  EXPECT_EQ(r.events("summary")[0]["launches_checked"], 0);
+  EXPECT_EQ(r.events("summary")[0]["launches_seen"], 5);
+}
+
+TEST(Kernels, HealthyMapsOfOtherKernelsIncludingMnMajor) {
+  const ClientRun r = run_client({"getproc", "launch", "other_maps_ok"});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_TRUE(r.events("violation").empty()) << describe(r);
+  EXPECT_EQ(r.events("summary")[0]["tensor_maps_decoded"], 4);
+}
+
+// ---- descriptors filled inline (CuTe DSL): no encode call at all
+TEST(Inline, InlineFa4DescriptorsAreCheckedToo) {
+  const ClientRun ok = run_client({"getproc", "ex", "fa4_ok", "--inline"});
+  EXPECT_TRUE(ok.p.exited && ok.p.code == 0) << describe(ok);
+  const ClientRun bad = run_client({"getproc", "ex", "fa4_dk_bad", "--inline", "--cukernel"}, {{"TMAGUARD_MODE", "reject"}});
+  ASSERT_EQ(bad.events("violation").size(), 1u) << describe(bad);
+  EXPECT_EQ(bad.events("violation")[0]["rule"], "fa4-dk-not-k-major");
+  EXPECT_NE(bad.events("violation")[0]["provenance"].get<std::string>().find("filled inline"), std::string::npos);
+  EXPECT_EQ(bad.ran, 0);
+}
+
+TEST(Inline, DescriptorTheDriverWouldRejectIsAnError) {
+  const ClientRun r = run_client({"dlsym", "launch", "inline_bad_descriptor"}, {{"TMAGUARD_MODE", "reject"}});
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("violation")[0]["rule"], "tmap-driver-would-reject");
+  EXPECT_EQ(r.events("violation")[0]["tensor"], "param 1");
+  EXPECT_EQ(r.ran, 0);
+}
+
+// ---- handles and launch forms
+TEST(Handles, CuKernelHandlesAndExtraBuffers) {
+  for (const char* entry : {"launch", "ex_ptsz"}) {
+    const ClientRun r = run_client({"getproc", entry, "fa4_dk_bad", "--cukernel", "--extra"}, {{"TMAGUARD_MODE", "reject"}});
+    ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+    EXPECT_EQ(r.events("violation")[0]["param_index"], 7);
+    EXPECT_EQ(r.ran, 0);
+    const ClientRun ok = run_client({"getproc", entry, "fa4_ok", "--cukernel", "--extra"});
+    EXPECT_TRUE(ok.p.exited && ok.p.code == 0) << describe(ok);
+    EXPECT_EQ(ok.ran, 3);
+  }
+}
+
+// ---- concurrency and fork
+TEST(Threads, EightThreadsLaunchingAtOnce) {
+  const ClientRun r = run_client({"getproc", "launch_ptsz", "threads"});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 4000);
+  EXPECT_EQ(r.events("summary")[0]["launches_seen"], 4000);
+}
+
+TEST(Threads, EightThreadsRejectingOneReportAllCounted) {
+  const ClientRun r = run_client({"dlsym", "launch", "threads_bad"}, {{"TMAGUARD_MODE", "reject"}});
+  EXPECT_EQ(r.failed, 1600) << describe(r);
+  EXPECT_EQ(r.ran, 0);
+  EXPECT_EQ(r.events("violation").size(), 1u);
+  EXPECT_EQ(r.events("summary")[0]["violations"]["fa4-dk-not-k-major"], 1600);
+}
+
+TEST(Fork, ChildIsGuardedAndBothReport) {
+  const ClientRun r = run_client({"dlsym", "launch", "fork"}, {{"TMAGUARD_MODE", "log"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_NE(r.p.out.find("CHILD ok=3 failed=0 ran_bad=1"), std::string::npos) << describe(r);
+  const auto v = r.events("violation");
+  ASSERT_EQ(v.size(), 1u) << describe(r);
+  const auto s = r.events("summary");
+  ASSERT_EQ(s.size(), 2u) << "one summary per process\n" << describe(r);
+  EXPECT_EQ(v[0]["pid"], s[0]["pid"]) << "the child reports first, under its own pid";
+  EXPECT_NE(s[0]["pid"], s[1]["pid"]);
+}
+
+// ---- a process that never touches CUDA, and tmaguard's own failures
+TEST(Hygiene, ProcessThatNeverTouchesCudaSeesNothing) {
+  const std::string log = "/tmp/tmaguard_nocuda.log";
+  std::remove(log.c_str());
+  const ProcessResult p = run_process({TG_CLIENT, "nocuda"}, {{"LD_PRELOAD", TG_LIB}, {"TMAGUARD_LOG", log},
+                                                              {"TMAGUARD_MODE", "bogus"}});
+  EXPECT_TRUE(p.exited && p.code == 0);
+  EXPECT_EQ(p.out, "no CUDA here\n");
+  EXPECT_TRUE(p.err.empty()) << p.err;
+  EXPECT_FALSE(std::ifstream(log).good()) << "no log file may be created";
+  const ProcessResult sh = run_process({"/bin/sh", "-c", "echo hi | cat"}, {{"LD_PRELOAD", TG_LIB}});
+  EXPECT_EQ(sh.out, "hi\n");
+  EXPECT_TRUE(sh.err.empty()) << sh.err;
+}
+
+TEST(Hygiene, BadModeSaysSoOnceAndTheJobRunsUnguarded) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "abrot"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 3);
+  EXPECT_EQ(r.p.err,
+            "tmaguard: cannot work: TMAGUARD_MODE='abrot' is not one of abort, reject, log, off; the job runs on "
+            "unguarded\n");
+}
+
+TEST(Hygiene, UnwritableLogPathSaysSoOnce) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"TMAGUARD_LOG", "/dev/null/tg.log"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 3);
+  EXPECT_EQ(r.p.err.rfind("tmaguard: cannot work: cannot open TMAGUARD_LOG='/dev/null/tg.log'", 0), 0u) << r.p.err;
+  EXPECT_EQ(std::count(r.p.err.begin(), r.p.err.end(), '\n'), 1);
+}
+
+TEST(Hygiene, MissingDriverSaysSoOnce) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_ok"}, {{"TMAGUARD_LIBCUDA", "/nonexistent/libcuda.so.1"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 3);
+  EXPECT_NE(r.p.err.find("tmaguard: cannot work: cannot load the CUDA driver '/nonexistent/libcuda.so.1'"),
+            std::string::npos) << r.p.err;
+  EXPECT_EQ(std::count(r.p.err.begin(), r.p.err.end(), '\n'), 1) << r.p.err;
+}
+
+TEST(GetProc, SemanticsPassThroughUnchanged) {
+  const ClientRun r = run_client({"getproc", "launch", "fa4_ok"});
+  EXPECT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+}
+
+}  // namespace
