@@ -220,6 +220,68 @@ Kernel fa4_kernel(bool two_cta, bool dk_bad, bool dv_bad, bool postprocess) {
   return make_kernel(kFa4, maps);
 }
 
+// The stand-in driver's entry point that the chosen ENTRY must reach (proves _ptsz routing end to end).
+unsigned long via() {
+  static auto count = reinterpret_cast<decltype(&fakecuda_launches_via)>(dlsym(g_lib, "fakecuda_launches_via"));
+  std::string name = g_entry.rfind("launch", 0) == 0 ? "cuLaunchKernel"
+                     : g_entry.rfind("ex", 0) == 0   ? "cuLaunchKernelEx"
+                                                      : "cuLaunchCooperativeKernel";
+  if (g_entry.size() > 5 && g_entry.compare(g_entry.size() - 5, 5, "_ptsz") == 0) name += "_ptsz";
+  return count(name.c_str());
+}
+
+// Checks cuGetProcAddress/dlsym semantics through tmaguard: NULL stays NULL, statuses pass through, interposed
+// entries come back as tmaguard's wrapper of the right name, everything else as the driver's own function.
+int getproc_semantics() {
+  int bad = 0;
+  auto expect = [&](bool ok, const char* what) {
+    if (!ok) {
+      std::printf("SEMANTICS FAIL: %s\n", what);
+      ++bad;
+    }
+  };
+  auto owner = [](void* p, std::string* sym) {
+    Dl_info info{};
+    if (!p || !dladdr(p, &info) || !info.dli_fname) return std::string("?");
+    if (sym) *sym = info.dli_sname ? info.dli_sname : "";
+    return std::string(info.dli_fname);
+  };
+  const bool wrapped = std::getenv("TG_EXPECT_WRAPPED") != nullptr;
+  auto v2 = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(g_lib, "cuGetProcAddress_v2"));
+  void* fn = reinterpret_cast<void*>(1);
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+  expect(v2("cuNoSuchFunction", &fn, 12000, 0, &st) == CUDA_SUCCESS && !fn && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
+         "unknown name: SUCCESS, NULL, status 1");
+  fn = reinterpret_cast<void*>(1);
+  expect(v2("cuLaunchKernel", &fn, 1000, 0, &st) == CUDA_SUCCESS && !fn && st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
+         "version too low: SUCCESS, NULL, status 2");
+  expect(v2("cuLaunchKernel", &fn, 99000, 0, &st) == CUDA_ERROR_INVALID_VALUE, "version far above: INVALID_VALUE");
+  expect(v2("cuLaunchKernel", &fn, 12000, 0, nullptr) == CUDA_SUCCESS && fn, "NULL status pointer accepted");
+  std::string sym;
+  const std::string lib_of_launch = owner(fn, &sym);
+  if (wrapped) expect(lib_of_launch.find("libtmaguard") != std::string::npos && sym == "cuLaunchKernel", "cuLaunchKernel is ours");
+  expect(v2("cuLaunchKernel", &fn, 7000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr) == CUDA_SUCCESS, "ptsz lookup");
+  owner(fn, &sym);
+  expect(sym == "cuLaunchKernel_ptsz", "flags=2 gives cuLaunchKernel_ptsz");
+  expect(v2("cuInit", &fn, 2000, 0, nullptr) == CUDA_SUCCESS && owner(fn, nullptr).find("libtmaguard") == std::string::npos,
+         "non-interposed cuInit comes back as the driver's own");
+  void* self = nullptr;
+  expect(v2("cuGetProcAddress", &self, 11030, 0, nullptr) == CUDA_SUCCESS && self, "self-lookup 11030");
+  owner(self, &sym);
+  if (wrapped) expect(sym == "cuGetProcAddress", "self-lookup 11030 gives the 4-argument wrapper");
+  expect(v2("cuGetProcAddress", &self, 12000, 0, nullptr) == CUDA_SUCCESS && self, "self-lookup 12000");
+  owner(self, &sym);
+  if (wrapped) expect(sym == "cuGetProcAddress_v2", "self-lookup 12000 gives the 5-argument wrapper");
+  owner(dlsym(g_lib, "cuLaunchKernelEx_ptsz"), &sym);
+  if (wrapped) expect(sym == "cuLaunchKernelEx_ptsz" && owner(dlsym(g_lib, "cuLaunchKernelEx_ptsz"), nullptr).find("libtmaguard") != std::string::npos,
+                      "dlsym on the libcuda handle gives the wrapper");
+  expect(owner(dlsym(g_lib, "cuFuncGetParamInfo"), nullptr).find("libtmaguard") == std::string::npos,
+         "dlsym of a non-interposed entry gives the driver's own");
+  expect(dlsym(g_lib, "cuNoSuchFunction") == nullptr, "dlsym of an unknown cu name stays NULL");
+  std::printf("SEMANTICS %s\n", bad ? "FAILED" : "OK");
+  return bad ? 1 : 0;
+}
+
 unsigned long ran(const Kernel& k) {
   static auto count = reinterpret_cast<decltype(&fakecuda_launches)>(dlsym(g_lib, "fakecuda_launches"));
   return count(k.handle);
@@ -303,10 +365,12 @@ int scenario(const std::string& sc) {
     std::printf("CHILD_STATUS exited=%d code=%d signaled=%d sig=%d\n", WIFEXITED(status), WEXITSTATUS(status),
                 WIFSIGNALED(status), WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     total_ran = ran(good);
+  } else if (sc == "getproc_semantics") {
+    return getproc_semantics();
   } else {
     die("unknown scenario");
   }
-  std::printf("RESULT ok=%d failed=%d ran=%lu\n", g_ok.load(), g_failed.load(), total_ran);
+  std::printf("RESULT ok=%d failed=%d ran=%lu via=%lu\n", g_ok.load(), g_failed.load(), total_ran, via());
   return g_failed ? 3 : 0;
 }
 

@@ -20,7 +20,7 @@ struct ClientRun {
   ProcessResult p;
   std::vector<json> records;
   std::string log_text;
-  int ran = -1, ok = -1, failed = -1;
+  int ran = -1, ok = -1, failed = -1, via = -1;
 
   std::vector<json> events(const std::string& e) const {
     std::vector<json> v;
@@ -58,7 +58,7 @@ ClientRun run_client(std::vector<std::string> args, std::map<std::string, std::s
     if (json_log && !line.empty()) r.records.push_back(json::parse(line));
   std::remove(log.c_str());
   const auto pos = r.p.out.find("RESULT ");
-  if (pos != std::string::npos) std::sscanf(r.p.out.c_str() + pos, "RESULT ok=%d failed=%d ran=%d", &r.ok, &r.failed, &r.ran);
+  if (pos != std::string::npos) std::sscanf(r.p.out.c_str() + pos, "RESULT ok=%d failed=%d ran=%d via=%d", &r.ok, &r.failed, &r.ran, &r.via);
   return r;
 }
 
@@ -87,6 +87,7 @@ TEST_P(Paths, CleanFa4LaunchRunsWithoutReport) {
   const ClientRun r = run_client({pe.path, pe.entry, "fa4_ok"}, {}, pe.linked);
   ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
   EXPECT_EQ(r.ran, 3) << describe(r);
+  EXPECT_EQ(r.via, 3) << "every launch must reach the driver entry point asked for (_ptsz included)\n" << describe(r);
   EXPECT_TRUE(r.events("violation").empty()) << describe(r);
   const auto s = r.events("summary");
   ASSERT_EQ(s.size(), 1u) << describe(r);
@@ -337,8 +338,22 @@ TEST(Hygiene, MissingDriverSaysSoOnce) {
 }
 
 TEST(GetProc, SemanticsPassThroughUnchanged) {
-  const ClientRun r = run_client({"getproc", "launch", "fa4_ok"});
+  const ClientRun r = run_client({"getproc", "launch", "getproc_semantics"}, {{"TG_EXPECT_WRAPPED", "1"}});
   EXPECT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_NE(r.p.out.find("SEMANTICS OK"), std::string::npos) << describe(r);
+  // The same checks hold against the bare stand-in driver (the semantics are the driver's, not tmaguard's).
+  const ProcessResult bare = run_process({TG_CLIENT, "getproc", "launch", "getproc_semantics"},
+                                         {{"LD_LIBRARY_PATH", TG_FAKE_DIR}, {"LD_PRELOAD", ""}});
+  EXPECT_NE(bare.out.find("SEMANTICS OK"), std::string::npos) << bare.out << bare.err;
+}
+
+TEST(Dlsym, RtldNextStaysRelativeToTheCaller) {
+  // libtg_next_b's tg_probe_next() does dlsym(RTLD_NEXT, "tg_probe"): the next definition after b is a's (1).
+  // A forward that is not a tail call makes glibc see tmaguard as the caller and find b's own (2).
+  const ProcessResult bare = run_process({TG_RTLD_NEXT}, {{"LD_PRELOAD", ""}});
+  ASSERT_EQ(bare.out, "1\n") << bare.err;
+  const ProcessResult p = run_process({TG_RTLD_NEXT}, {{"LD_PRELOAD", TG_LIB}});
+  EXPECT_EQ(p.out, "1\n") << p.err;
 }
 
 }  // namespace
