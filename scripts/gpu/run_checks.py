@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Runs the GPU checks (see scripts/gpu-check), prints a pass/fail table, writes results under --out."""
+import argparse
+import datetime
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+ARGS = None
+RESULTS = []  # (section, name, ok, detail)
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    except Exception as e:  # noqa: BLE001
+        return f"unavailable ({e})"
+
+
+def record(section, name, ok, detail=""):
+    RESULTS.append((section, name, bool(ok), detail))
+    print(f"[{'PASS' if ok else 'FAIL'}] {section}: {name} {detail}", flush=True)
+
+
+def run(argv, guarded=True, mode=None, log=None, timeout=300, extra_env=None):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    for k in ("TMAGUARD_MODE", "TMAGUARD_LOG", "TMAGUARD_LOG_FORMAT"):
+        env.pop(k, None)
+    if guarded:
+        env["LD_PRELOAD"] = os.path.join(ARGS.build, "libtmaguard.so")
+        env["TMAGUARD_LOG_FORMAT"] = "json"
+        if mode:
+            env["TMAGUARD_MODE"] = mode
+        if log:
+            env["TMAGUARD_LOG"] = log
+    if extra_env:
+        env.update(extra_env)
+    t0 = time.perf_counter()
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - t0
+    records = []
+    if log and os.path.exists(log):
+        with open(log) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        records.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        records.append({"event": "unparsable", "line": line})
+        os.remove(log)
+    return p, records, wall
+
+
+def events(records, e):
+    return [r for r in records if r.get("event") == e]
+
+
+def case_fields(out):
+    m = re.search(r"CASE .*launch_rc=(-?\d+) sync=(-?\d+) dk=(\w+) dv=(\w+)", out)
+    return (int(m.group(1)), int(m.group(2)), m.group(3), m.group(4)) if m else None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def fa4_matrix():
+    exe = os.path.join(ARGS.build, "gpu", "fa4_gpu")
+    logdir = os.path.join(ARGS.out, "logs")
+    os.makedirs(logdir, exist_ok=True)
+    n = [0]
+
+    def one(launch, desc, scenario, mode, cta2=False, guarded=True):
+        n[0] += 1
+        log = os.path.join(logdir, f"case{n[0]}.jsonl")
+        argv = [exe, launch, desc, scenario] + (["--cta2"] if cta2 else [])
+        p, recs, _ = run(argv, guarded=guarded, mode=mode, log=log)
+        name = f"{launch}/{desc}/{scenario}{'/2cta' if cta2 else ''}/{mode if guarded else 'unguarded'}"
+        f = case_fields(p.stdout)
+        v = events(recs, "violation")
+        s = events(recs, "summary")
+        bad_tensor = {"dk_bad": "dK", "dv_bad": "dV"}.get(scenario)
+        detail = f"rc={p.returncode} case={f} violations={[r.get('rule') for r in v]}"
+        if not guarded:
+            ok = p.returncode == 0 and f and f[0] == 0 and (f[2] == "wrong" or f[3] == "wrong")
+            record("silent corruption without tmaguard", name, ok, detail)
+            return
+        if scenario == "ok":
+            ok = (p.returncode == 0 and f and f[0] == 0 and f[2] == "correct" and f[3] == "correct" and not v
+                  and s and s[0].get("launches_seen", 0) >= 1 and s[0].get("tensor_maps_decoded", 0) >= 6)
+            detail += f" seen={s[0].get('launches_seen') if s else None} maps={s[0].get('tensor_maps_decoded') if s else None}"
+        elif mode == "abort":
+            ok = (p.returncode == -signal.SIGABRT and len(v) == 1 and v[0].get("tensor") == bad_tensor
+                  and v[0].get("action") == "abort")
+        elif mode == "reject":
+            ok = (p.returncode == 0 and f and f[0] != 0 and f[2] == "untouched" and f[3] == "untouched"
+                  and len(v) == 1 and v[0].get("tensor") == bad_tensor and v[0].get("action") == "reject")
+        else:  # log: reported and the kernel ran
+            ran = f and f[0] == 0 and (f[2] != "untouched" and f[3] != "untouched")
+            ok = p.returncode == 0 and ran and len(v) == 1 and v[0].get("tensor") == bad_tensor
+        record("FA4-shaped TMA kernel", name, ok, detail)
+
+    for launch in ("chevron", "launch_ex_cluster", "library", "driver", "driver_ex"):
+        for desc in ("encode", "inline"):
+            one(launch, desc, "ok", "abort")
+            for scenario in ("dk_bad", "dv_bad"):
+                for mode in ("abort", "reject", "log"):
+                    one(launch, desc, scenario, mode)
+    for launch in ("chevron", "library"):
+        one(launch, "encode", "ok", "abort", cta2=True)
+        one(launch, "inline", "dk_bad", "reject", cta2=True)
+    one("graph", "encode", "ok", "abort")
+    one("graph", "inline", "dk_bad", "reject")
+    one("chevron", "encode", "dk_bad", None, guarded=False)
+    one("library", "inline", "dk_bad", None, guarded=False)
+
+
+def decoder_roundtrip():
+    cap = os.path.join(ARGS.build, "gpu", "capture_encode")
+    path = os.path.join(ARGS.out, "encode_capture_gpu.txt")
+    with open(path, "w") as f:
+        p = subprocess.run([cap, str(ARGS.roundtrip_cases), "0x5eed2026"], stdout=f, stderr=subprocess.PIPE, text=True)
+    tests = os.path.join(ARGS.build, "tests", "core_tests")
+    q = subprocess.run([tests, "--gtest_filter=Golden.*"], capture_output=True, text=True,
+                       env=dict(os.environ, TMAGUARD_GOLDEN=path))
+    m = re.search(r"golden: .*", q.stdout)
+    record("decoder vs real driver", f"{ARGS.roundtrip_cases} random encode-argument sets", p.returncode == 0 and
+           q.returncode == 0, m.group(0) if m else q.stdout[-800:])
+
+
+def workloads():
+    gpu = os.path.join(ARGS.root, "tests", "gpu")
+    for name, argv, pat in (
+            ("Triton host TensorDescriptor matmul", [sys.executable, os.path.join(gpu, "triton_tma.py"), "200"],
+             r"checksum=(\w+)"),
+            ("PyTorch bf16 training step (SDPA backward)", [sys.executable, os.path.join(gpu, "torch_step.py"), "30"],
+             r"losses=(\S+) checksum=(\w+)")):
+        base, _, _ = run(argv, guarded=False)
+        log = os.path.join(ARGS.out, "logs", "workload.jsonl")
+        guard, recs, _ = run(argv, guarded=True, mode="abort", log=log)
+        base2, _, _ = run(argv, guarded=False)
+        mb, mg, mb2 = (re.search(pat, x.stdout) for x in (base, guard, base2))
+        s = events(recs, "summary")
+        v = events(recs, "violation")
+        same = bool(mb and mg and mb.groups() == mg.groups())
+        deterministic = bool(mb and mb2 and mb.groups() == mb2.groups())
+        ok = guard.returncode == 0 and not v and s and s[0].get("launches_seen", 0) > 0 and (same or not deterministic)
+        detail = (f"exit={guard.returncode} identical_to_unguarded={same} baseline_deterministic={deterministic} "
+                  f"launches_seen={s[0].get('launches_seen') if s else None} "
+                  f"launches_checked={s[0].get('launches_checked') if s else None} "
+                  f"tensor_maps_decoded={s[0].get('tensor_maps_decoded') if s else None} violations={len(v)}")
+        if not ok:
+            detail += f" stderr={guard.stderr[-600:]!r}"
+        record("no false reports on real stacks", name, ok, detail)
+
+
+def overhead():
+    exe = os.path.join(ARGS.build, "gpu", "launch_bench")
+    runs = {"without": [], "with": []}
+    for _ in range(ARGS.repeats):
+        for which in ("without", "with"):
+            p, _, _ = run([exe, str(ARGS.launches)], guarded=(which == "with"), mode="abort")
+            vals = {m.group(1): (float(m.group(2)), float(m.group(3)))
+                    for m in re.finditer(r"BENCH (\S+) median_ns=([\d.]+) p99_ns=([\d.]+)", p.stdout)}
+            runs[which].append(vals)
+    targets = {"launch_unmatched": 25, "launch_tma4": 150, "launch_fa4_6maps": 150, "encode_tiled": 100}
+    table = []
+    for name, target in targets.items():
+        wo = [r[name][0] for r in runs["without"] if name in r]
+        wi = [r[name][0] for r in runs["with"] if name in r]
+        wo99 = [r[name][1] for r in runs["without"] if name in r]
+        wi99 = [r[name][1] for r in runs["with"] if name in r]
+        if not wo or not wi:
+            record("overhead", name, False, "no numbers")
+            continue
+        added = statistics.median(wi) - statistics.median(wo)
+        table.append((name, statistics.median(wo), statistics.median(wi), added, statistics.median(wo99),
+                      statistics.median(wi99), target))
+        record("overhead", name, added <= target,
+               f"median {statistics.median(wo):.1f} -> {statistics.median(wi):.1f} ns (added {added:+.1f}, target <= {target}); "
+               f"p99 {statistics.median(wo99):.1f} -> {statistics.median(wi99):.1f} ns; runs without={wo} with={wi}")
+    gpu = os.path.join(ARGS.root, "tests", "gpu")
+    for name, argv, pat in (("Triton end-to-end", [sys.executable, os.path.join(gpu, "triton_tma.py"), "400"],
+                             r"ms_per_iter=([\d.]+)"),
+                            ("PyTorch end-to-end", [sys.executable, os.path.join(gpu, "torch_step.py"), "60"],
+                             r"ms_per_step=([\d.]+)")):
+        t = {"without": [], "with": []}
+        for _ in range(2):
+            for which in ("without", "with"):
+                p, _, _ = run(argv, guarded=(which == "with"), mode="abort")
+                m = re.search(pat, p.stdout)
+                if m:
+                    t[which].append(float(m.group(1)))
+        if t["without"] and t["with"]:
+            a, b = statistics.median(t["without"]), statistics.median(t["with"])
+            record("overhead", name, (b - a) / a < 0.01 or b - a < 0.002,
+                   f"{a:.4f} -> {b:.4f} ms ({(b - a) / a * 100:+.2f}%, target < 1%); runs {t}")
+        else:
+            record("overhead", name, False, f"no numbers {t}")
+
+
+def sanitizer():
+    exe = os.path.join(ARGS.build, "gpu", "fa4_gpu")
+    cs = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "compute-sanitizer")
+    plain, _, t_plain = run([exe, "chevron", "encode", "dk_bad"], guarded=False)
+    p, _, t_san = run([cs, "--tool", "memcheck", exe, "chevron", "encode", "dk_bad"], guarded=False, timeout=600)
+    m = re.search(r"ERROR SUMMARY: (\d+) error", p.stdout + p.stderr)
+    f = case_fields(p.stdout)
+    noticed = m is not None and int(m.group(1)) > 0
+    record("compute-sanitizer comparison", "memcheck on the bad-dK launch (no tmaguard)", m is not None,
+           f"errors={m.group(1) if m else '?'} noticed_bad_dK={noticed} output dk={f[2] if f else '?'} "
+           f"wall {t_plain:.2f}s -> {t_san:.2f}s (x{t_san / max(t_plain, 1e-9):.1f})")
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--launches", type=int, default=100000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--roundtrip-cases", type=int, default=20000)
+    ap.add_argument("--only", default="")
+    ARGS = ap.parse_args()
+    os.makedirs(ARGS.out, exist_ok=True)
+    header = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": sh("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader"),
+        "cuda": sh("nvcc --version | tail -2 | head -1"),
+        "python": sh(f"{sys.executable} -c 'import torch, triton; print(torch.__version__, triton.__version__)'"),
+        "host": sh("uname -r") + ", " + sh("nproc") + " cores",
+    }
+    for k, v in header.items():
+        print(f"{k}: {v}")
+    sections = {"fa4": fa4_matrix, "decoder": decoder_roundtrip, "workloads": workloads, "overhead": overhead,
+                "sanitizer": sanitizer}
+    for name, fn in sections.items():
+        if ARGS.only and name not in ARGS.only.split(","):
+            continue
+        print(f"== {name}", flush=True)
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001
+            record(name, "section crashed", False, repr(e))
+    passed = sum(1 for r in RESULTS if r[2])
+    print(f"\n{'section':<40} {'check':<58} result")
+    for sec, name, ok, _ in RESULTS:
+        print(f"{sec:<40} {name:<58} {'PASS' if ok else 'FAIL'}")
+    print(f"\n{passed} passed, {len(RESULTS) - passed} failed")
+    with open(os.path.join(ARGS.out, "gpu-check.json"), "w") as f:
+        json.dump({"header": header, "results": [dict(section=s, check=n, ok=o, detail=d) for s, n, o, d in RESULTS]},
+                  f, indent=1)
+    return 0 if passed == len(RESULTS) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+// GPU check program: launches the FA4-shaped TMA kernel the ways real stacks do, with descriptors made by the
+// driver or filled inline, and reports whether dK/dV came out right. Driven by scripts/gpu/run_checks.py.
+//
+//   fa4_gpu LAUNCH DESC SCENARIO [--cta2]
+//   LAUNCH: chevron | launch_ex_cluster | library | driver | driver_ex | graph
+//   DESC: encode (cuTensorMapEncodeTiled via cudaGetDriverEntryPointByVersion) | inline (no encode call)
+//   SCENARIO: ok | dk_bad (dK seqlen-contiguous) | dv_bad
+// Prints "CASE ... launch_rc=N dk=correct|wrong|untouched dv=..." and exits 0 unless CUDA itself failed.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fa4_kernels.cu"
+#include "tmaguard/tensormap.h"
+
+#define CHECK_RT(x)                                                                  \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                  \
+      std::exit(10);                                                                 \
+    }                                                                                \
+  } while (0)
+#define CHECK_DRV(x)                                                                 \
+  do {                                                                               \
+    CUresult r_ = (x);                                                               \
+    if (r_ != CUDA_SUCCESS) {                                                        \
+      std::fprintf(stderr, "%s: CUresult %d\n", #x, static_cast<int>(r_));           \
+      std::exit(11);                                                                 \
+    }                                                                                \
+  } while (0)
+
+namespace {
+
+constexpr uint64_t B = 2, S = 256, H = 4, D = 128;
+constexpr size_t kElems = B * S * H * D;
+constexpr uint16_t kPoison = 0x7fc1;  // a NaN bit pattern no kernel output has
+constexpr size_t kSmem = kTileBytes + 1024;
+
+std::string g_desc;
+
+// torch (b, s, h, d) bf16: K-major dims {d, s, h, b}; "mn" = the same memory viewed seqlen-contiguous.
+CUtensorMap make_map(void* addr, bool mn) {
+  cuuint64_t dims[4] = {D, S, H, B}, strides[3] = {2 * H * D, 2 * D, 2 * S * H * D};
+  if (mn) {
+    dims[0] = S;
+    dims[1] = D;
+    strides[0] = 2 * S;
+    strides[1] = 2 * S * D;
+  }
+  const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
+  CUtensorMap m;
+  if (g_desc == "inline") {  // what CuTe DSL's generated host code does: fill the bytes, no driver call
+    tmaguard::EncodeArgs a;
+    a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    a.rank = 4;
+    a.address = reinterpret_cast<uint64_t>(addr);
+    for (int i = 0; i < 4; ++i) {
+      a.dims[i] = dims[i];
+      a.box[i] = box[i];
+      a.element_strides[i] = 1;
+      if (i < 3) a.strides[i] = strides[i];
+    }
+    a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    a.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+    if (tmaguard::encode(a, reinterpret_cast<uint8_t*>(&m)) != 0) std::exit(12);
+    return m;
+  }
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    CHECK_RT(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  CHECK_DRV(encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, addr, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return m;
+}
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "cannot read %s\n", path.c_str());
+    std::exit(13);
+  }
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+const char* verdict(const std::vector<uint16_t>& out, const std::vector<uint16_t>& in, float factor) {
+  bool untouched = true, correct = true;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const uint32_t bits = static_cast<uint32_t>(in[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    f *= factor;  // exact: a power of two
+    uint32_t ob;
+    std::memcpy(&ob, &f, 4);
+    const uint16_t want = static_cast<uint16_t>(ob >> 16);
+    if (out[i] != kPoison) untouched = false;
+    if (out[i] != want) correct = false;
+  }
+  return correct ? "correct" : untouched ? "untouched" : "wrong";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: fa4_gpu LAUNCH DESC SCENARIO [--cta2]\n");
+    return 2;
+  }
+  const std::string launch = argv[1], scenario = argv[3];
+  g_desc = argv[2];
+  const bool cta2 = argc > 4 && std::string(argv[4]) == "--cta2";
+  CHECK_RT(cudaSetDevice(0));
+  CHECK_RT(cudaFree(nullptr));
+
+  std::mt19937 rng(static_cast<unsigned>(std::random_device{}()));
+  std::vector<uint16_t> hk(kElems), hv(kElems), poison(kElems, kPoison);
+  for (auto* v : {&hk, &hv})
+    for (auto& x : *v) {
+      const float f = std::uniform_real_distribution<float>(-4.f, 4.f)(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      x = static_cast<uint16_t>(bits >> 16);
+    }
+  void *q, *k, *v, *dout, *dk, *dv;
+  for (void** p : {&q, &k, &v, &dout, &dk, &dv}) CHECK_RT(cudaMalloc(p, kElems * 2));
+  CHECK_RT(cudaMemcpy(k, hk.data(), kElems * 2, cudaMemcpyHostToDevice));
+  CHECK_RT(cudaMemcpy(v, hv.data(), kElems * 2, cudaMemcpyHostToDevice));
+  CHECK_RT(cudaMemcpy(dk, poison.data(), kElems * 2, cudaMemcpyHostToDevice));
+  CHECK_RT(cudaMemcpy(dv, poison.data(), kElems * 2, cudaMemcpyHostToDevice));
+
+  CUtensorMap mq = make_map(q, false), mk = make_map(k, false), mv = make_map(v, false), mdo = make_map(dout, false);
+  CUtensorMap mdk = make_map(dk, scenario == "dk_bad"), mdv = make_map(dv, scenario == "dv_bad");
+  int seqlen = static_cast<int>(S);
+  float scale = 0.125f;
+  long long tail = 7;
+  void* args1[] = {&seqlen, &mq, &mk, &mv, &scale, &mdo, &mdv, &mdk, &tail};
+  void* args2[] = {&seqlen, &mq, &mq, &mk, &scale, &mk, &mv, &mdo, &mdo, &mdv, &mdk, &tail};
+  void** args = cta2 ? args2 : args1;
+  const void* host_fn = cta2 ? reinterpret_cast<const void*>(&FA4_2CTA) : reinterpret_cast<const void*>(&FA4_1CTA);
+  const char* name = cta2 ? "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard2cta_0"
+                          : "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard_0";
+  const dim3 grid(S / kTileS, H, B), block(kThreads);
+  const std::string cubin_path = std::string(argv[0]) + ".cubin";
+
+  int launch_rc = 0;
+  if (launch == "chevron") {
+    if (cta2)
+      FA4_2CTA<<<grid, block, kSmem>>>(seqlen, mq, mq, mk, scale, mk, mv, mdo, mdo, mdv, mdk, tail);
+    else
+      FA4_1CTA<<<grid, block, kSmem>>>(seqlen, mq, mk, mv, scale, mdo, mdv, mdk, tail);
+    launch_rc = static_cast<int>(cudaGetLastError());
+  } else if (launch == "launch_ex_cluster" || launch == "library") {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = kSmem;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    const void* fn = host_fn;
+    if (launch == "library") {  // the CuTe DSL path: runtime library API, CUkernel handle
+      const std::vector<char> cubin = read_file(cubin_path);
+      cudaLibrary_t lib;
+      cudaKernel_t kern;
+      CHECK_RT(cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      CHECK_RT(cudaLibraryGetKernel(&kern, lib, name));
+      fn = reinterpret_cast<const void*>(kern);
+    }
+    launch_rc = static_cast<int>(cudaLaunchKernelExC(&cfg, fn, args));
+  } else if (launch == "driver" || launch == "driver_ex") {
+    const std::vector<char> cubin = read_file(cubin_path);
+    CUmodule mod;
+    CUfunction f;
+    CHECK_DRV(cuModuleLoadData(&mod, cubin.data()));
+    CHECK_DRV(cuModuleGetFunction(&f, mod, name));
+    if (launch == "driver") {
+      launch_rc = static_cast<int>(cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, 1, 1, kSmem, nullptr, args, nullptr));
+    } else {
+      CUlaunchAttribute attr{};
+      attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attr.value.clusterDim.x = 2;
+      attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+      CUlaunchConfig cfg{};
+      cfg.gridDimX = grid.x;
+      cfg.gridDimY = grid.y;
+      cfg.gridDimZ = grid.z;
+      cfg.blockDimX = block.x;
+      cfg.blockDimY = cfg.blockDimZ = 1;
+      cfg.sharedMemBytes = kSmem;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      launch_rc = static_cast<int>(cuLaunchKernelEx(&cfg, f, args, nullptr));
+    }
+  } else if (launch == "graph") {  // captured once, replayed: the capture-time launch is the one checked
+    cudaStream_t s;
+    CHECK_RT(cudaStreamCreate(&s));
+    cudaGraph_t g;
+    CHECK_RT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    FA4_1CTA<<<grid, block, kSmem, s>>>(seqlen, mq, mk, mv, scale, mdo, mdv, mdk, tail);
+    launch_rc = static_cast<int>(cudaGetLastError());
+    const cudaError_t end = cudaStreamEndCapture(s, &g);
+    if (launch_rc == 0 && end == cudaSuccess) {
+      cudaGraphExec_t ge;
+      CHECK_RT(cudaGraphInstantiate(&ge, g, 0));
+      for (int i = 0; i < 5; ++i) CHECK_RT(cudaGraphLaunch(ge, s));
+      CHECK_RT(cudaStreamSynchronize(s));
+    } else if (launch_rc == 0) {
+      launch_rc = static_cast<int>(end);
+    }
+  } else {
+    std::fprintf(stderr, "unknown launch %s\n", launch.c_str());
+    return 2;
+  }
+  const cudaError_t sync = cudaDeviceSynchronize();
+  std::vector<uint16_t> ok(kElems), ov(kElems);
+  CHECK_RT(cudaMemcpy(ok.data(), dk, kElems * 2, cudaMemcpyDeviceToHost));
+  CHECK_RT(cudaMemcpy(ov.data(), dv, kElems * 2, cudaMemcpyDeviceToHost));
+  std::printf("CASE launch=%s desc=%s scenario=%s%s launch_rc=%d sync=%d dk=%s dv=%s\n", launch.c_str(), g_desc.c_str(),
+              scenario.c_str(), cta2 ? " cta2" : "", launch_rc, static_cast<int>(sync), verdict(ok, hk, 2.0f),
+              verdict(ov, hv, 4.0f));
+  return 0;
+}

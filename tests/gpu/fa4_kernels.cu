@@ -1,0 +1,103 @@
+// GPU test kernels (sm_90a) carrying FlashAttention-4 SM100 backward's name and tensor-map signature. They really
+// TMA-load K and V and TMA-store dK = 2*K and dV = 4*V, tile by tile, through the dK/dV descriptors they are given:
+// with a K-major dK the output is exact; with a seqlen-contiguous dK the stores land in the wrong places (or are
+// clipped), silently, which is the bug tmaguard exists for. Also the empty kernels the overhead benchmark launches.
+// Built into the test programs and, as a cubin, loaded through cudaLibraryLoadData / cuModuleLoadData.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cstdint>
+
+#define FA4_1CTA kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard_0
+#define FA4_2CTA kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard2cta_0
+
+namespace {
+
+constexpr int kTileS = 128, kTileD = 64, kThreads = 128;
+constexpr uint32_t kTileBytes = kTileS * kTileD * 2;
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ void scale_tiles(const CUtensorMap* src, const CUtensorMap* dst, float factor, uint8_t* tile,
+                            uint64_t* bar, uint32_t& phase) {
+  const int s0 = blockIdx.x * kTileS, h = blockIdx.y, b = blockIdx.z;
+  for (int dc = 0; dc < 2; ++dc) {
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(kTileBytes)
+                   : "memory");
+      asm volatile(
+          "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+          "%5}], [%6];" ::"r"(smem_u32(tile)),
+          "l"(reinterpret_cast<uint64_t>(src)), "r"(dc * kTileD), "r"(s0), "r"(h), "r"(b), "r"(smem_u32(bar))
+          : "memory");
+    }
+    uint32_t done = 0;
+    while (!done) {
+      asm volatile(
+          "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+          : "=r"(done)
+          : "r"(smem_u32(bar)), "r"(phase)
+          : "memory");
+    }
+    phase ^= 1;
+    // Element-wise, so the 128B swizzle of the tile does not matter.
+    auto* e = reinterpret_cast<__nv_bfloat16*>(tile);
+    for (int i = threadIdx.x; i < kTileS * kTileD; i += kThreads) e[i] = __float2bfloat16(__bfloat162float(e[i]) * factor);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];" ::"l"(
+                       reinterpret_cast<uint64_t>(dst)),
+                   "r"(dc * kTileD), "r"(s0), "r"(h), "r"(b), "r"(smem_u32(tile))
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    }
+    __syncthreads();
+  }
+}
+
+__device__ void body(const CUtensorMap* k, const CUtensorMap* v, const CUtensorMap* dk, const CUtensorMap* dv) {
+  extern __shared__ uint8_t raw[];
+  __shared__ __align__(8) uint64_t bar;
+  uint8_t* tile = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&bar)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  uint32_t phase = 0;
+  scale_tiles(k, dk, 2.0f, tile, &bar, phase);
+  scale_tiles(v, dv, 4.0f, tile, &bar, phase);
+}
+
+}  // namespace
+
+// 1-CTA signature: Q K V dO dV dK among scalars, as CuTe DSL flattens it.
+extern "C" __global__ void __launch_bounds__(kThreads)
+    FA4_1CTA(int seqlen, const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
+             const __grid_constant__ CUtensorMap v, float scale, const __grid_constant__ CUtensorMap dout,
+             const __grid_constant__ CUtensorMap dv, const __grid_constant__ CUtensorMap dk, long long tail) {
+  body(&k, &v, &dk, &dv);
+}
+
+// 2-CTA signature: Q Qt K Kt V dO dOt dV dK.
+extern "C" __global__ void __launch_bounds__(kThreads)
+    FA4_2CTA(int seqlen, const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap qt,
+             const __grid_constant__ CUtensorMap k, float scale, const __grid_constant__ CUtensorMap kt,
+             const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap dout,
+             const __grid_constant__ CUtensorMap doutt, const __grid_constant__ CUtensorMap dv,
+             const __grid_constant__ CUtensorMap dk, long long tail) {
+  body(&k, &v, &dk, &dv);
+}
+
+// Overhead benchmark kernels: no rule matches / four maps (Triton-like) / the FA4 signature; all empty.
+extern "C" __global__ void bench_plain_kernel(int n, float* out) {}
+extern "C" __global__ void bench_tma4_kernel(const __grid_constant__ CUtensorMap a, const __grid_constant__ CUtensorMap b,
+                                             const __grid_constant__ CUtensorMap c, const __grid_constant__ CUtensorMap d,
+                                             int m) {}
+extern "C" __global__ void kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_bench_0(
+    int seqlen, const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
+    const __grid_constant__ CUtensorMap v, float scale, const __grid_constant__ CUtensorMap dout,
+    const __grid_constant__ CUtensorMap dv, const __grid_constant__ CUtensorMap dk, long long tail) {}
