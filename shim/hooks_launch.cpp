@@ -9,6 +9,7 @@
 #include "kernel_cache.h"
 #include "runtime.h"
 #include "tmaguard/checks.h"
+#include "tmaguard/report.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
@@ -35,12 +36,46 @@ uint64_t combine(uint64_t h, uint64_t v) {
   return h;
 }
 
+struct Geometry {
+  unsigned gx, gy, gz, bx, by, bz;
+};
+
+// Inspect mode: one record per (kernel, layout); the layout ignores addresses so re-allocations do not repeat it.
+void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMapParam>& maps,
+             const std::vector<uint64_t>& hashes) {
+  uint64_t layout = std::hash<std::string>{}(k->name);
+  for (const TensorMapParam& m : maps) {
+    const TensorMapView& v = m.decoded.view;
+    if (!m.decoded.ok()) {
+      layout = combine(layout, 1);
+      continue;
+    }
+    layout = combine(layout, (static_cast<uint64_t>(v.dtype) << 40) | (static_cast<uint64_t>(v.kind) << 32) |
+                                 (v.rank << 8) | (v.swizzle << 4) | v.interleave);
+    for (uint32_t i = 0; i < v.rank; ++i)
+      layout = combine(combine(combine(layout, v.dims[i]), v.strides[i]), (uint64_t{v.box[i]} << 8) | v.element_strides[i]);
+  }
+  InspectRecord r;
+  r.kernel = k->name;
+  r.grid = {g.gx, g.gy, g.gz};
+  r.block = {g.bx, g.by, g.bz};
+  for (std::size_t i = 0; i < k->offsets.size(); ++i) r.params.emplace_back(k->offsets[i], k->sizes[i]);
+  for (std::size_t i = 0; i < maps.size(); ++i)
+    r.maps.push_back({static_cast<int>(i), maps[i].param_index, maps[i].decoded,
+                      maps[i].decoded.ok() ? provenance_for(hashes[i]) : std::string()});
+  report_inspect("inspect|" + std::to_string(layout), r);
+}
+
 // Returns true when the launch must not run.
-bool check_launch_unguarded(CUfunction f, void** kernel_params, void** extra) {
+bool check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
   Stats& st = stats();
   st.launches_seen.fetch_add(1, std::memory_order_relaxed);
   const KernelInfo* k = kernel_info(f);
-  if (k->map_params.empty()) return false;
+  const bool inspecting = mode() == Mode::kInspect;
+  if (k->map_params.empty()) {
+    if (inspecting) inspect(k, geom, {}, {});
+    return false;
+  }
   const ExtraBuffer eb = kernel_params ? ExtraBuffer{} : parse_extra(extra);
   if (!kernel_params && !eb.data) return false;  // the driver will refuse this launch itself
   st.launches_checked.fetch_add(1, std::memory_order_relaxed);
@@ -67,14 +102,17 @@ bool check_launch_unguarded(CUfunction f, void** kernel_params, void** extra) {
     ptrs[i] = p;
     key = combine(key, content_hash(p));
   }
-  if (clean_cache_contains(key)) return false;
+  if (!inspecting && clean_cache_contains(key)) return false;
 
   std::vector<TensorMapParam> maps(n);
+  std::vector<uint64_t> hashes(n);
   for (std::size_t i = 0; i < n; ++i) {
     maps[i].param_index = k->map_params[i];
     maps[i].decoded = decode(ptrs[i]);
+    hashes[i] = content_hash(ptrs[i]);
   }
   st.maps_decoded.fetch_add(n, std::memory_order_relaxed);
+  if (inspecting) inspect(k, geom, maps, hashes);
   std::vector<Finding> findings;
   if (k->fa4) check_fa4_sm100_bwd(k->name, maps, findings);
   for (const TensorMapParam& m : maps) check_descriptor(k->name, m, findings);
@@ -82,17 +120,17 @@ bool check_launch_unguarded(CUfunction f, void** kernel_params, void** extra) {
   for (Finding& f : findings) {
     errors |= f.severity == Severity::kError;
     for (std::size_t i = 0; i < n; ++i)
-      if (maps[i].param_index == f.param_index) f.provenance = provenance_for(content_hash(ptrs[i]));
+      if (maps[i].param_index == f.param_index) f.provenance = provenance_for(hashes[i]);
   }
   if (!errors) clean_cache_insert(key);
   return findings.empty() ? false : report_findings(findings);
 }
 
-bool check_launch(CUfunction f, void** kernel_params, void** extra) {
+bool check_launch(CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
   HookScope scope;
   if (scope.nested() || !armed()) return false;
   try {
-    return check_launch_unguarded(f, kernel_params, extra);
+    return check_launch_unguarded(f, geom, kernel_params, extra);
   } catch (const std::exception& e) {
     report_cannot_work(std::string("internal error while checking a launch: ") + e.what());
   } catch (...) {
@@ -105,6 +143,7 @@ bool check_launch(CUfunction f, void** kernel_params, void** extra) {
 }  // namespace tmaguard
 
 using tmaguard::check_launch;
+using tmaguard::Geometry;
 
 #define TG_LAUNCH_WRAPPER(name)                                                                                    \
   CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,       \
@@ -112,7 +151,7 @@ using tmaguard::check_launch;
                             void** extra) {                                                                        \
     auto real = TG_REAL(name);                                                                                     \
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                                  \
-    if (check_launch(f, params, extra)) return CUDA_ERROR_INVALID_VALUE;                                           \
+    if (check_launch(f, Geometry{gx, gy, gz, bx, by, bz}, params, extra)) return CUDA_ERROR_INVALID_VALUE;        \
     return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                                \
   }
 TG_LAUNCH_WRAPPER(cuLaunchKernel)
@@ -122,7 +161,10 @@ TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz)
   CUresult TG_WRAPPER(name)(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {            \
     auto real = TG_REAL(name);                                                                                     \
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                                  \
-    if (check_launch(f, params, extra)) return CUDA_ERROR_INVALID_VALUE;                                           \
+    const Geometry g = config ? Geometry{config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,    \
+                                         config->blockDimY, config->blockDimZ}                                     \
+                              : Geometry{};                                                                        \
+    if (check_launch(f, g, params, extra)) return CUDA_ERROR_INVALID_VALUE;                                        \
     return real(config, f, params, extra);                                                                         \
   }
 TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx)
@@ -133,7 +175,7 @@ TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz)
                             unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params) {       \
     auto real = TG_REAL(name);                                                                                     \
     if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                                  \
-    if (check_launch(f, params, nullptr)) return CUDA_ERROR_INVALID_VALUE;                                         \
+    if (check_launch(f, Geometry{gx, gy, gz, bx, by, bz}, params, nullptr)) return CUDA_ERROR_INVALID_VALUE;      \
     return real(f, gx, gy, gz, bx, by, bz, smem, s, params);                                                       \
   }
 TG_LAUNCH_COOP_WRAPPER(cuLaunchCooperativeKernel)

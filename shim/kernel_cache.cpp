@@ -7,6 +7,7 @@
 
 #include "driver.h"
 #include "tmaguard/checks.h"
+#include "tmaguard/tensormap.h"
 
 namespace tmaguard {
 namespace {
@@ -65,7 +66,10 @@ const KernelInfo* build(CUfunction f) {
   for (std::size_t i = 0; i < 4096; ++i) {
     if (info(i, &off, &size) != CUDA_SUCCESS) break;
     k->offsets.push_back(off);
-    if (size == 128 && off % 64 == 0) k->map_params.push_back(static_cast<int>(i));
+    k->sizes.push_back(size);
+    // Offsets are relative to the parameter block, whose own alignment the driver chooses (an H200 reported
+    // 112/240/368 for three leading CUtensorMaps), so only the size identifies a tensor-map candidate.
+    if (size == kTensorMapBytes) k->map_params.push_back(static_cast<int>(i));
   }
   k->fa4 = is_fa4_sm100_bwd(k->name);
   return k;

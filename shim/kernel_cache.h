@@ -14,7 +14,8 @@ struct KernelInfo {
   std::string name;
   bool fa4 = false;               // FlashAttention-4 SM100 backward
   std::vector<std::size_t> offsets;  // every parameter's byte offset
-  std::vector<int> map_params;    // indices of 128-byte, 64-byte-aligned parameters (tensor-map candidates)
+  std::vector<std::size_t> sizes;    // every parameter's size
+  std::vector<int> map_params;    // indices of 128-byte parameters (tensor-map candidates)
 };
 
 //! Facts for a launch handle (CUfunction, or a CUkernel passed where a CUfunction is expected). Never null.

@@ -180,6 +180,12 @@ void report_notice(const std::string& key, const char* event, const std::string&
   emit_locked(render_notice(event, message, context(), g_rt->cfg.format));
 }
 
+void report_inspect(const std::string& key, const InspectRecord& record) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_rt || g_rt->seen[key]++ > 0) return;
+  emit_locked(render_inspect(record, context(), g_rt->cfg.format));
+}
+
 bool report_findings(std::vector<Finding>& findings) {
   bool any_error = false;
   const Mode m = mode();

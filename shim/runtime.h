@@ -47,4 +47,8 @@ Stats& stats();
 //! Returns true when the launch must not run (reject). In abort mode it flushes and aborts the process.
 bool report_findings(std::vector<Finding>& findings);
 
+struct InspectRecord;
+//! Inspect mode: writes the record once per key (kernel + tensor-map layout).
+void report_inspect(const std::string& key, const InspectRecord& record);
+
 }  // namespace tmaguard

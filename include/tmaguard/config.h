@@ -8,7 +8,7 @@
 
 namespace tmaguard {
 
-enum class Mode { kAbort, kReject, kLog, kOff };
+enum class Mode { kAbort, kReject, kLog, kInspect, kOff };
 enum class LogFormat { kText, kJson };
 const char* to_string(Mode m);
 

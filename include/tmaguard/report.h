@@ -1,9 +1,12 @@
 // tmaguard: rendering findings and the exit summary as text or JSON lines. Pure: strings out, no I/O.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tmaguard/config.h"
 #include "tmaguard/finding.h"
@@ -27,6 +30,21 @@ struct Summary {
 
 std::string render_finding(const Finding& f, const ProcessContext& ctx, std::string_view action, LogFormat fmt);
 //! A repeat of an already-reported violation: counted, rendered only as a one-line note in text mode.
+//! What inspect mode records once per distinct (kernel, tensor-map layout): enough to write a rule from.
+struct InspectRecord {
+  std::string kernel;
+  std::array<unsigned, 3> grid{}, block{};
+  std::vector<std::pair<std::size_t, std::size_t>> params;  // (offset, size) of every parameter
+  struct Map {
+    int order = 0;        // position among the tensor-map parameters
+    int param_index = 0;
+    DecodeResult decoded;
+    std::string provenance;
+  };
+  std::vector<Map> maps;
+};
+std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, LogFormat fmt);
+
 std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat fmt);
 //! A tmaguard-internal notice (cannot work, bad configuration, a warning about a kernel): one line.
 std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx, LogFormat fmt);

@@ -10,6 +10,7 @@ const char* to_string(Mode m) {
     case Mode::kAbort: return "abort";
     case Mode::kReject: return "reject";
     case Mode::kLog: return "log";
+    case Mode::kInspect: return "inspect";
     default: return "off";
   }
 }
@@ -24,8 +25,9 @@ ConfigResult parse_config(const EnvLookup& env) {
     if (m == "abort") r.config.mode = Mode::kAbort;
     else if (m == "reject") r.config.mode = Mode::kReject;
     else if (m == "log") r.config.mode = Mode::kLog;
+    else if (m == "inspect") r.config.mode = Mode::kInspect;
     else if (m == "off") r.config.mode = Mode::kOff;
-    else r.errors.push_back(fmt::format("TMAGUARD_MODE='{}' is not one of abort, reject, log, off", m));
+    else r.errors.push_back(fmt::format("TMAGUARD_MODE='{}' is not one of abort, reject, log, inspect, off", m));
   }
   if (const auto f = get("TMAGUARD_LOG_FORMAT"); !f.empty()) {
     if (f == "text") r.config.format = LogFormat::kText;

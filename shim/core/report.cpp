@@ -104,6 +104,39 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
   return s;
 }
 
+std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, LogFormat format) {
+  if (format == LogFormat::kJson) {
+    json j;
+    j["event"] = "inspect";
+    j["kernel"] = r.kernel;
+    j["grid"] = r.grid;
+    j["block"] = r.block;
+    json params = json::array();
+    for (const auto& [off, size] : r.params) params.push_back({{"offset", off}, {"size", size}});
+    j["params"] = params;
+    json maps = json::array();
+    for (const auto& m : r.maps) {
+      json e{{"order", m.order}, {"param_index", m.param_index}};
+      if (m.decoded.ok()) e["tensor_map"] = map_json(m.decoded.view);
+      else e["not_a_tensor_map"] = m.decoded.not_a_map;
+      if (!m.provenance.empty()) e["provenance"] = m.provenance;
+      maps.push_back(std::move(e));
+    }
+    j["tensor_maps"] = maps;
+    stamp(j, ctx);
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  std::string s = fmt::format("tmaguard: inspect kernel={} grid={{{}}} block={{{}}} params={} tensor_maps={} ({})", r.kernel,
+                              fmt::join(r.grid, ","), fmt::join(r.block, ","), r.params.size(), r.maps.size(),
+                              ctx_text(ctx));
+  for (const auto& m : r.maps) {
+    s += fmt::format("\ntmaguard:   map {} (param {}): {}", m.order, m.param_index,
+                     m.decoded.ok() ? map_text(m.decoded.view) : "not a tensor map: " + m.decoded.not_a_map);
+    if (!m.provenance.empty()) s += fmt::format("; provenance: {}", m.provenance);
+  }
+  return s;
+}
+
 std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat format) {
   if (format == LogFormat::kJson) {
     json j;

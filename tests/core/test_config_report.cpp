@@ -39,7 +39,7 @@ TEST(Config, ValuesAndRank) {
 TEST(Config, BadValuesGiveOneLineNamingTheVariable) {
   const ConfigResult r = parse({{"TMAGUARD_MODE", "abrot"}, {"TMAGUARD_LOG_FORMAT", "xml"}, {"TMAGUARD_LOG", ""}});
   ASSERT_EQ(r.errors.size(), 3u);
-  EXPECT_EQ(r.errors[0], "TMAGUARD_MODE='abrot' is not one of abort, reject, log, off");
+  EXPECT_EQ(r.errors[0], "TMAGUARD_MODE='abrot' is not one of abort, reject, log, inspect, off");
   EXPECT_EQ(r.errors[1], "TMAGUARD_LOG_FORMAT='xml' is not one of text, json");
   EXPECT_EQ(r.errors[2], "TMAGUARD_LOG is set but empty (unset it to log to stderr)");
 }

@@ -316,7 +316,7 @@ TEST(Hygiene, BadModeSaysSoOnceAndTheJobRunsUnguarded) {
   ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
   EXPECT_EQ(r.ran, 3);
   EXPECT_EQ(r.p.err,
-            "tmaguard: cannot work: TMAGUARD_MODE='abrot' is not one of abort, reject, log, off; the job runs on "
+            "tmaguard: cannot work: TMAGUARD_MODE='abrot' is not one of abort, reject, log, inspect, off; the job runs on "
             "unguarded\n");
 }
 
