@@ -113,6 +113,9 @@ def fa4_matrix():
     for launch in ("chevron", "library"):
         one(launch, "encode", "ok", "abort", cta2=True)
         one(launch, "inline", "dk_bad", "reject", cta2=True)
+    one("driver_extra", "encode", "ok", "abort")
+    one("driver_extra", "inline", "dk_bad", "reject")
+    one("driver_extra", "encode", "dv_bad", "log")
     one("graph", "encode", "ok", "abort")
     one("graph", "inline", "dk_bad", "reject")
     one("chevron", "encode", "dk_bad", None, guarded=False)

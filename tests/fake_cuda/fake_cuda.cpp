@@ -161,11 +161,19 @@ extern "C" __attribute__((visibility("default"))) void* fakecuda_define_kernel(c
   auto* f = new FakeKernel;
   f->magic = kFuncMagic;
   f->name = name;
+  // Layout as an H200 (driver 580) reported it for the FA4-shaped kernel: offsets are relative to a parameter
+  // block that starts 0x210 bytes into the constant bank, and 128-byte CUtensorMaps sit 128-aligned in the bank,
+  // so they come back at 112, 240, 368, 624, ... (never 64-aligned); other parameters at natural alignment.
+  constexpr std::size_t kBankBase = 0x210;
   std::size_t off = 0;
   for (int i = 0; i < n; ++i) {
     const std::size_t s = sizes[i];
-    const std::size_t align = s >= 128 ? 64 : s >= 8 ? 8 : s >= 4 ? 4 : s >= 2 ? 2 : 1;
-    off = (off + align - 1) / align * align;
+    if (s == 128) {
+      off = (off + kBankBase + 127) / 128 * 128 - kBankBase;
+    } else {
+      const std::size_t align = s >= 8 ? 8 : s >= 4 ? 4 : s >= 2 ? 2 : 1;
+      off = (off + align - 1) / align * align;
+    }
     f->offsets.push_back(off);
     f->sizes.push_back(s);
     off += s;

@@ -3,7 +3,7 @@
 #include <cstddef>
 
 extern "C" {
-//! Declares a kernel with parameters of the given sizes (laid out at natural alignment, 128-byte ones 64-aligned).
+//! Declares a kernel with parameters of the given sizes, laid out as the real driver reports them (see fake_cuda.cpp).
 //! Returns a CUfunction, or a CUkernel when as_cukernel is non-zero.
 void* fakecuda_define_kernel(const char* name, int nparams, const std::size_t* sizes, int as_cukernel);
 //! How many launches of this handle reached the stand-in driver (the kernel "ran").

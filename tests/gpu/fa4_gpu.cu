@@ -2,7 +2,7 @@
 // driver or filled inline, and reports whether dK/dV came out right. Driven by scripts/gpu/run_checks.py.
 //
 //   fa4_gpu LAUNCH DESC SCENARIO [--cta2]
-//   LAUNCH: chevron | launch_ex_cluster | library | driver | driver_ex | graph
+//   LAUNCH: chevron | launch_ex_cluster | library | driver | driver_ex | driver_extra | graph
 //   DESC: encode (cuTensorMapEncodeTiled via cudaGetDriverEntryPointByVersion) | inline (no encode call)
 //   SCENARIO: ok | dk_bad (dK seqlen-contiguous) | dv_bad
 // Prints "CASE ... launch_rc=N dk=correct|wrong|untouched dv=..." and exits 0 unless CUDA itself failed.
@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
       fn = reinterpret_cast<const void*>(kern);
     }
     launch_rc = static_cast<int>(cudaLaunchKernelExC(&cfg, fn, args));
-  } else if (launch == "driver" || launch == "driver_ex") {
+  } else if (launch == "driver" || launch == "driver_ex" || launch == "driver_extra") {
     const std::vector<char> cubin = read_file(cubin_path);
     CUmodule mod;
     CUfunction f;
@@ -191,6 +191,18 @@ int main(int argc, char** argv) {
     CHECK_DRV(cuModuleGetFunction(&f, mod, name));
     if (launch == "driver") {
       launch_rc = static_cast<int>(cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, 1, 1, kSmem, nullptr, args, nullptr));
+    } else if (launch == "driver_extra") {  // the packed-buffer form, laid out by cuFuncGetParamInfo
+      std::vector<uint8_t> buf;
+      const size_t nargs = cta2 ? sizeof(args2) / sizeof(void*) : sizeof(args1) / sizeof(void*);
+      for (size_t i = 0; i < nargs; ++i) {
+        size_t off = 0, size = 0;
+        CHECK_DRV(cuFuncGetParamInfo(f, i, &off, &size));
+        if (buf.size() < off + size) buf.resize(off + size);
+        std::memcpy(buf.data() + off, args[i], size);
+      }
+      size_t size = buf.size();
+      void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+      launch_rc = static_cast<int>(cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, 1, 1, kSmem, nullptr, nullptr, extra));
     } else {
       CUlaunchAttribute attr{};
       attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;

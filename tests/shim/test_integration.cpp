@@ -357,3 +357,35 @@ TEST(Dlsym, RtldNextStaysRelativeToTheCaller) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Inspect, OneRecordPerKernelAndLayoutNothingBlocked) {
+  const ClientRun r = run_client({"getproc", "ex", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "inspect"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 3);
+  const auto ins = r.events("inspect");
+  ASSERT_EQ(ins.size(), 1u) << "three launches of one layout give one record\n" << describe(r);
+  const json& k = ins[0];
+  EXPECT_NE(k["kernel"].get<std::string>().find("FlashAttentionBackwardSm100"), std::string::npos);
+  EXPECT_EQ(k["grid"], json({2, 1, 1}));
+  EXPECT_EQ(k["block"], json({128, 1, 1}));
+  ASSERT_EQ(k["params"].size(), 9u);
+  EXPECT_EQ(k["params"][1], json({{"offset", 112}, {"size", 128}}));  // as the H200 reports it
+  ASSERT_EQ(k["tensor_maps"].size(), 6u);
+  EXPECT_EQ(k["tensor_maps"][5]["param_index"], 7);
+  EXPECT_EQ(k["tensor_maps"][5]["tensor_map"]["dims"], json({256, 128, 4, 2}));
+  EXPECT_EQ(k["tensor_maps"][0]["provenance"].get<std::string>().rfind("cuTensorMapEncodeTiled(", 0), 0u);
+  ASSERT_EQ(r.events("violation").size(), 1u);
+  EXPECT_EQ(r.events("violation")[0]["action"], "inspect");
+}
+
+TEST(Inspect, KernelsWithoutMapsAreRecordedToo) {
+  const ClientRun r = run_client({"dlsym", "launch", "unmatched"}, {{"TMAGUARD_MODE", "inspect"}});
+  const auto ins = r.events("inspect");
+  ASSERT_EQ(ins.size(), 1u) << describe(r);
+  EXPECT_EQ(ins[0]["kernel"], "plain_elementwise_kernel");
+  EXPECT_TRUE(ins[0]["tensor_maps"].empty());
+}
+
+}  // namespace
