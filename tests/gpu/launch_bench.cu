@@ -1,7 +1,10 @@
-// Host cost of a launch and of an encode, as the caller sees it: per-call steady_clock timing of cuLaunchKernel
-// (an empty kernel no rule matches, an empty kernel with 4 tensor maps, the FA4-shaped kernel with 6) and of
-// cuTensorMapEncodeTiled. Run with and without libtmaguard.so preloaded; scripts/gpu/run_checks.py alternates the
-// two and prints the difference. Prints one line per measurement: "BENCH name median_ns p99_ns calls".
+// Host cost of a launch and of an encode, as the caller sees it, on the real driver: per-call steady_clock timing
+// of cuLaunchKernel (an empty kernel no rule matches, an empty kernel with 4 tensor maps, the FA4-shaped kernel
+// with 6) and of cuTensorMapEncodeTiled. Within ONE process, calls alternate between the driver's own function
+// (found in libcuda's symbol table, bypassing any interposer) and the function dlsym hands out (tmaguard's wrapper
+// when it is preloaded), so process-to-process drift (10-20% of a ~4 us launch on an H200 host) cancels out.
+// Without tmaguard both columns are the same function: their difference is the method's noise floor.
+// Prints "BENCH name direct_median_ns=.. direct_p99_ns=.. via_dlsym_median_ns=.. via_dlsym_p99_ns=.. pairs=..".
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
@@ -11,17 +14,32 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include <dlfcn.h>
+
+#include "../bench/direct_symbol.h"
+
 namespace {
 using clk = std::chrono::steady_clock;
 
-void report(const char* name, std::vector<double>& ns) {
-  std::sort(ns.begin(), ns.end());
-  std::printf("BENCH %s median_ns=%.1f p99_ns=%.1f calls=%zu\n", name, ns[ns.size() / 2], ns[ns.size() * 99 / 100],
-              ns.size());
+void report(const char* name, std::vector<double>& direct, std::vector<double>& via) {
+  std::sort(direct.begin(), direct.end());
+  std::sort(via.begin(), via.end());
+  std::printf("BENCH %s direct_median_ns=%.1f direct_p99_ns=%.1f via_dlsym_median_ns=%.1f via_dlsym_p99_ns=%.1f pairs=%zu\n",
+              name, direct[direct.size() / 2], direct[direct.size() * 99 / 100], via[via.size() / 2],
+              via[via.size() * 99 / 100], direct.size());
+}
+
+double time_ns(const std::function<CUresult()>& f) {
+  const auto t0 = clk::now();
+  const CUresult r = f();
+  const auto t1 = clk::now();
+  if (r != CUDA_SUCCESS) std::exit(1);
+  return std::chrono::duration<double, std::nano>(t1 - t0).count();
 }
 
 #define CK(x)                                                                 \
@@ -71,28 +89,54 @@ int main(int argc, char** argv) {
     CUfunction f;
     void** args;
   } ks[] = {{"launch_unmatched", plain, a_plain}, {"launch_tma4", tma4, a_tma4}, {"launch_fa4_6maps", fa4, a_fa4}};
-  std::vector<double> ns(static_cast<size_t>(n));
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  auto launch_direct = reinterpret_cast<PFN_cuLaunchKernel_v4000>(direct_symbol(lib, "cuLaunchKernel"));
+  auto launch_via = reinterpret_cast<PFN_cuLaunchKernel_v4000>(dlsym(lib, "cuLaunchKernel"));
+  auto enc_direct = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(direct_symbol(lib, "cuTensorMapEncodeTiled"));
+  auto enc_via = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(dlsym(lib, "cuTensorMapEncodeTiled"));
+  if (!launch_direct || !launch_via || !enc_direct || !enc_via) {
+    std::fprintf(stderr, "cannot resolve the driver's functions\n");
+    return 1;
+  }
+  Dl_info info{};
+  dladdr(reinterpret_cast<void*>(launch_via), &info);
+  std::printf("BENCH_INFO via_dlsym_is=%s\n", info.dli_fname ? info.dli_fname : "?");
+  std::vector<double> direct(static_cast<size_t>(n)), via(static_cast<size_t>(n));
   for (const K& k : ks) {
-    for (int w = 0; w < 2000; ++w) CK(cuLaunchKernel(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, k.args, nullptr));
+    auto call = [&](PFN_cuLaunchKernel_v4000 fn) {
+      return [&, fn] { return fn(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, k.args, nullptr); };
+    };
+    for (int w = 0; w < 2000; ++w) CK(launch_via(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, k.args, nullptr));
     CK(cuCtxSynchronize());
     for (int i = 0; i < n; ++i) {
-      const auto t0 = clk::now();
-      const CUresult r = cuLaunchKernel(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, k.args, nullptr);
-      const auto t1 = clk::now();
-      if (r != CUDA_SUCCESS) return 1;
-      ns[static_cast<size_t>(i)] = std::chrono::duration<double, std::nano>(t1 - t0).count();
-      if ((i & 255) == 255) cuCtxSynchronize();  // keep the launch queue short; not timed
+      if (i & 1) {
+        via[static_cast<size_t>(i)] = time_ns(call(launch_via));
+        direct[static_cast<size_t>(i)] = time_ns(call(launch_direct));
+      } else {
+        direct[static_cast<size_t>(i)] = time_ns(call(launch_direct));
+        via[static_cast<size_t>(i)] = time_ns(call(launch_via));
+      }
+      if ((i & 127) == 127) cuCtxSynchronize();  // keep the launch queue short; not timed
     }
-    report(k.name, ns);
+    report(k.name, direct, via);
   }
   CUtensorMap m;
+  auto enc = [&](PFN_cuTensorMapEncodeTiled_v12000 fn, int i) {
+    return [&, fn, i] {
+      return fn(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, static_cast<char*>(buf) + (static_cast<size_t>(i & 1023) << 8),
+                dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    };
+  };
   for (int i = 0; i < n; ++i) {
-    const auto t0 = clk::now();
-    const CUresult r = encode(&m, static_cast<size_t>(i & 63) << 12);
-    const auto t1 = clk::now();
-    if (r != CUDA_SUCCESS) return 1;
-    ns[static_cast<size_t>(i)] = std::chrono::duration<double, std::nano>(t1 - t0).count();
+    if (i & 1) {
+      via[static_cast<size_t>(i)] = time_ns(enc(enc_via, i));
+      direct[static_cast<size_t>(i)] = time_ns(enc(enc_direct, i));
+    } else {
+      direct[static_cast<size_t>(i)] = time_ns(enc(enc_direct, i));
+      via[static_cast<size_t>(i)] = time_ns(enc(enc_via, i));
+    }
   }
-  report("encode_tiled", ns);
+  report("encode_tiled", direct, via);
   return 0;
 }

@@ -12,7 +12,8 @@ def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     torch.manual_seed(0)
     dev = "cuda"
-    B, S, H, D = 4, 1024, 8, 128
+    big = len(sys.argv) > 2 and sys.argv[2] == "big"
+    B, S, H, D = (8, 4096, 16, 128) if big else (4, 1024, 8, 128)
     E = H * D
     qkv = torch.nn.Linear(E, 3 * E, device=dev, dtype=torch.bfloat16)
     proj = torch.nn.Linear(E, E, device=dev, dtype=torch.bfloat16)

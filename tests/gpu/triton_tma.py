@@ -25,8 +25,9 @@ def matmul_tma(a_desc, b_desc, c_desc, K, BM: tl.constexpr, BN: tl.constexpr, BK
 
 def main():
     iters = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    size = int(sys.argv[2]) if len(sys.argv) > 2 else 2048
     torch.manual_seed(0)
-    M = N = K = 2048
+    M = N = K = size
     BM, BN, BK = 128, 128, 64
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)

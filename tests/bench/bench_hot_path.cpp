@@ -1,0 +1,122 @@
+// CPU micro-benchmarks of tmaguard's hot paths, run in a process with libtmaguard.so preloaded in front of the
+// stand-in driver (scripts/bench.sh). Each pair times the same stand-in function straight (found in its symbol
+// table) and through tmaguard's wrapper: the difference is what tmaguard adds to a launch or an encode. The
+// stand-in's own launch is a few nanoseconds, so the difference is not hidden under a real driver's microseconds.
+// Also: decode, content hash and the FA4 rule on their own (pure core).
+#include <benchmark/benchmark.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "direct_symbol.h"
+#include "fakecuda.h"
+#include "tmaguard/checks.h"
+#include "tmaguard/tensormap.h"
+
+namespace {
+
+struct Env {
+  void* lib = nullptr;
+  PFN_cuLaunchKernel_v4000 wrapped = nullptr, direct = nullptr;
+  PFN_cuTensorMapEncodeTiled_v12000 enc_wrapped = nullptr, enc_direct = nullptr;
+  void *plain = nullptr, *tma4 = nullptr, *fa4 = nullptr;
+  CUtensorMap maps[6];
+  std::vector<void*> args_plain, args_tma4, args_fa4;
+  int n = 1;
+  float scale = 0.5f;
+  long long tail = 0;
+  float* out = nullptr;
+};
+
+Env& env() {
+  static Env e = [] {
+    Env e;
+    e.lib = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!e.lib) std::abort();
+    e.wrapped = reinterpret_cast<PFN_cuLaunchKernel_v4000>(dlsym(e.lib, "cuLaunchKernel"));
+    e.direct = reinterpret_cast<PFN_cuLaunchKernel_v4000>(direct_symbol(e.lib, "cuLaunchKernel"));
+    e.enc_wrapped = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(dlsym(e.lib, "cuTensorMapEncodeTiled"));
+    e.enc_direct = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(direct_symbol(e.lib, "cuTensorMapEncodeTiled"));
+    reinterpret_cast<PFN_cuInit_v2000>(dlsym(e.lib, "cuInit"))(0);
+    auto define = reinterpret_cast<decltype(&fakecuda_define_kernel)>(dlsym(e.lib, "fakecuda_define_kernel"));
+    const size_t plain[] = {4, 8}, tma4[] = {128, 128, 128, 128, 4}, fa4[] = {4, 128, 128, 128, 4, 128, 128, 128, 8};
+    e.plain = define("bench_plain_kernel", 2, plain, 0);
+    e.tma4 = define("bench_tma4_kernel", 5, tma4, 0);
+    e.fa4 = define("kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_bench_0", 9, fa4, 0);
+    for (int i = 0; i < 6; ++i) {
+      const cuuint64_t dims[4] = {128, 256, 4, 2}, strides[3] = {1024, 256, 262144};
+      const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
+      e.enc_direct(&e.maps[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, reinterpret_cast<void*>(0x7f0000000000ULL + (i << 24)),
+                   dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    }
+    e.args_plain = {&e.n, &e.out};
+    e.args_tma4 = {&e.maps[0], &e.maps[1], &e.maps[2], &e.maps[3], &e.n};
+    e.args_fa4 = {&e.n, &e.maps[0], &e.maps[1], &e.maps[2], &e.scale, &e.maps[3], &e.maps[4], &e.maps[5], &e.tail};
+    return e;
+  }();
+  return e;
+}
+
+void launch(benchmark::State& st, bool through_tmaguard, int which) {
+  Env& e = env();
+  auto fn = through_tmaguard ? e.wrapped : e.direct;
+  void* k = which == 0 ? e.plain : which == 1 ? e.tma4 : e.fa4;
+  void** a = which == 0 ? e.args_plain.data() : which == 1 ? e.args_tma4.data() : e.args_fa4.data();
+  for (auto _ : st) benchmark::DoNotOptimize(fn(static_cast<CUfunction>(k), 1, 1, 1, 32, 1, 1, 0, nullptr, a, nullptr));
+}
+
+void encode(benchmark::State& st, bool through_tmaguard) {
+  Env& e = env();
+  auto fn = through_tmaguard ? e.enc_wrapped : e.enc_direct;
+  const cuuint64_t dims[4] = {128, 256, 4, 2}, strides[3] = {1024, 256, 262144};
+  const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
+  CUtensorMap m;
+  uint64_t addr = 0x7f0000000000ULL;
+  for (auto _ : st) {
+    addr += 256;  // a distinct descriptor every call, as Triton's re-encoding with fresh allocations gives
+    benchmark::DoNotOptimize(fn(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, reinterpret_cast<void*>(addr), dims, strides,
+                                box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  }
+}
+
+BENCHMARK_CAPTURE(launch, unmatched_direct, false, 0);
+BENCHMARK_CAPTURE(launch, unmatched_tmaguard, true, 0);
+BENCHMARK_CAPTURE(launch, tma4_direct, false, 1);
+BENCHMARK_CAPTURE(launch, tma4_tmaguard, true, 1);
+BENCHMARK_CAPTURE(launch, fa4_6maps_direct, false, 2);
+BENCHMARK_CAPTURE(launch, fa4_6maps_tmaguard, true, 2);
+BENCHMARK_CAPTURE(encode, direct, false);
+BENCHMARK_CAPTURE(encode, tmaguard, true);
+
+void core_decode(benchmark::State& st) {
+  Env& e = env();
+  for (auto _ : st) benchmark::DoNotOptimize(tmaguard::decode(reinterpret_cast<const uint8_t*>(&e.maps[0])));
+}
+void core_hash(benchmark::State& st) {
+  Env& e = env();
+  for (auto _ : st) benchmark::DoNotOptimize(tmaguard::content_hash(reinterpret_cast<const uint8_t*>(&e.maps[0])));
+}
+void core_fa4_rule(benchmark::State& st) {
+  Env& e = env();
+  std::vector<tmaguard::TensorMapParam> maps;
+  for (int i = 0; i < 6; ++i) maps.push_back({i + 1, tmaguard::decode(reinterpret_cast<const uint8_t*>(&e.maps[i]))});
+  std::vector<tmaguard::Finding> out;
+  for (auto _ : st) {
+    out.clear();
+    tmaguard::check_fa4_sm100_bwd("kernel_FlashAttentionBackwardSm100_0", maps, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(core_decode);
+BENCHMARK(core_hash);
+BENCHMARK(core_fa4_rule);
+
+}  // namespace
+
+BENCHMARK_MAIN();
