@@ -17,8 +17,7 @@ struct Slot {
   std::atomic<uintptr_t> key;
   std::atomic<const KernelInfo*> info;
 };
-Slot* g_slots = nullptr;  // allocated on first use (no work at load time)
-std::atomic<Slot*> g_slots_ptr{nullptr};
+std::atomic<Slot*> g_slots_ptr{nullptr};  // allocated on first use (no work at load time)
 std::atomic<std::size_t> g_used{0};
 std::mutex g_overflow_mu;
 std::unordered_map<uintptr_t, const KernelInfo*>* g_overflow = nullptr;
@@ -27,10 +26,7 @@ Slot* slots() {
   Slot* s = g_slots_ptr.load(std::memory_order_acquire);
   if (s) return s;
   auto* fresh = new Slot[kSlots]();
-  if (g_slots_ptr.compare_exchange_strong(s, fresh, std::memory_order_acq_rel)) {
-    g_slots = fresh;
-    return fresh;
-  }
+  if (g_slots_ptr.compare_exchange_strong(s, fresh, std::memory_order_acq_rel)) return fresh;
   delete[] fresh;
   return s;
 }
@@ -79,9 +75,29 @@ const KernelInfo* build(CUfunction f) {
 constexpr std::size_t kCleanSlots = 1 << 12;
 std::atomic<uint64_t> g_clean[kCleanSlots];
 
+// Per-thread front cache: a training loop launches the same few kernels over and over, and the shared table's
+// cache line is usually cold after a trip through the driver.
+struct FrontEntry {
+  CUfunction f;
+  const KernelInfo* info;
+};
+constexpr std::size_t kFront = 8;
+thread_local FrontEntry t_front[kFront] __attribute__((tls_model("initial-exec")));
+
+const KernelInfo* kernel_info_shared(CUfunction f);
+
 }  // namespace
 
 const KernelInfo* kernel_info(CUfunction f) {
+  FrontEntry& e = t_front[(reinterpret_cast<uintptr_t>(f) >> 4) & (kFront - 1)];
+  if (e.f == f && e.info) return e.info;
+  const KernelInfo* info = kernel_info_shared(f);
+  e = {f, info};
+  return info;
+}
+
+namespace {
+const KernelInfo* kernel_info_shared(CUfunction f) {
   Slot* table = slots();
   const auto key = reinterpret_cast<uintptr_t>(f);
   std::size_t i = mix(key) & (kSlots - 1);
@@ -112,10 +128,23 @@ const KernelInfo* kernel_info(CUfunction f) {
   (*g_overflow)[key] = built;
   return built;
 }
+}  // namespace
+
+namespace {
+thread_local uint64_t t_clean[16] __attribute__((tls_model("initial-exec")));
+}  // namespace
 
 bool clean_cache_contains(uint64_t key) {
-  return key && g_clean[key & (kCleanSlots - 1)].load(std::memory_order_relaxed) == key;
+  if (!key) return false;
+  uint64_t& front = t_clean[(key >> 7) & 15];
+  if (front == key) return true;
+  if (g_clean[key & (kCleanSlots - 1)].load(std::memory_order_relaxed) != key) return false;
+  front = key;
+  return true;
 }
-void clean_cache_insert(uint64_t key) { g_clean[key & (kCleanSlots - 1)].store(key, std::memory_order_relaxed); }
+void clean_cache_insert(uint64_t key) {
+  g_clean[key & (kCleanSlots - 1)].store(key, std::memory_order_relaxed);
+  t_clean[(key >> 7) & 15] = key;
+}
 
 }  // namespace tmaguard

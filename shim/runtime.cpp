@@ -24,12 +24,14 @@ namespace tmaguard {
 namespace {
 
 enum State : int { kUninit = 0, kIniting, kArmed, kDisabled };
+using detail::g_state;
 
 // Everything here is constant-initialised: nothing runs when the library is loaded.
-std::atomic<int> g_state{kUninit};
 std::atomic<bool> g_cannot_work_said{false};
-thread_local int t_depth = 0;
-Stats g_stats;
+constexpr unsigned kShards = 64;
+Stats g_shards[kShards];
+std::atomic<unsigned> g_next_shard{0};
+thread_local unsigned t_shard __attribute__((tls_model("initial-exec"))) = 0;  // 0: not assigned yet, else 1 + index
 std::mutex g_mu;  // serialises reporting and dedupe; held across fork by the atfork handlers
 
 struct Runtime {
@@ -68,9 +70,11 @@ void emit_locked(const std::string& line) {
 
 Summary summary_locked() {
   Summary s;
-  s.launches_seen = g_stats.launches_seen.load(std::memory_order_relaxed);
-  s.launches_checked = g_stats.launches_checked.load(std::memory_order_relaxed);
-  s.tensor_maps_decoded = g_stats.maps_decoded.load(std::memory_order_relaxed);
+  for (const Stats& sh : g_shards) {
+    s.launches_seen += sh.launches_seen.load(std::memory_order_relaxed);
+    s.launches_checked += sh.launches_checked.load(std::memory_order_relaxed);
+    s.tensor_maps_decoded += sh.maps_decoded.load(std::memory_order_relaxed);
+  }
   if (g_rt) s.violations_by_rule = g_rt->by_rule;
   return s;
 }
@@ -89,9 +93,11 @@ void fork_prepare() { g_mu.lock(); }
 void fork_parent() { g_mu.unlock(); }
 void fork_child() {
   // The child starts its own account: its summary covers what it did after fork.
-  g_stats.launches_seen = 0;
-  g_stats.launches_checked = 0;
-  g_stats.maps_decoded = 0;
+  for (Stats& sh : g_shards) {
+    sh.launches_seen = 0;
+    sh.launches_checked = 0;
+    sh.maps_decoded = 0;
+  }
   if (g_rt) {
     g_rt->seen.clear();
     g_rt->by_rule.clear();
@@ -135,6 +141,7 @@ bool init() {
     return false;
   }
   g_rt = rt;
+  detail::g_mode.store(static_cast<int>(rt->cfg.mode), std::memory_order_relaxed);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   std::atexit(at_exit_summary);
   return !g_cannot_work_said.load();
@@ -142,10 +149,12 @@ bool init() {
 
 }  // namespace
 
-HookScope::HookScope() : nested_(t_depth++ > 0) {}
-HookScope::~HookScope() { --t_depth; }
+namespace detail {
+thread_local int t_hook_depth __attribute__((tls_model("initial-exec"))) = 0;
+std::atomic<int> g_state{kUninit};
+std::atomic<int> g_mode{static_cast<int>(Mode::kOff)};
 
-bool armed() {
+bool armed_slow() {
   const int s = g_state.load(std::memory_order_acquire);
   if (s == kArmed) return true;
   if (s != kUninit) return false;
@@ -162,10 +171,13 @@ bool armed() {
   g_state.store(ok ? kArmed : kDisabled, std::memory_order_release);
   return ok;
 }
+}  // namespace detail
 
-Mode mode() { return g_rt ? g_rt->cfg.mode : Mode::kOff; }
-
-Stats& stats() { return g_stats; }
+Stats& stats() {
+  unsigned s = t_shard;
+  if (!s) t_shard = s = 1 + g_next_shard.fetch_add(1, std::memory_order_relaxed) % kShards;
+  return g_shards[s - 1];
+}
 
 void report_cannot_work(const std::string& why) {
   g_state.store(kDisabled, std::memory_order_release);
