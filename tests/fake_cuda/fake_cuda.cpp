@@ -35,8 +35,13 @@ FAKE_EXPORT(cuTensorMapEncodeIm2colWide, PFN_cuTensorMapEncodeIm2colWide_v12080)
 FAKE_EXPORT(cuTensorMapReplaceAddress, PFN_cuTensorMapReplaceAddress_v12000)
 FAKE_EXPORT(cuFuncGetName, PFN_cuFuncGetName_v12030)
 FAKE_EXPORT(cuKernelGetName, PFN_cuKernelGetName_v12030)
+#ifndef FAKE_OLD_DRIVER  // a CUDA 12.3-era driver: no parameter info (tmaguard must step aside, saying so once)
 FAKE_EXPORT(cuFuncGetParamInfo, PFN_cuFuncGetParamInfo_v12040)
 FAKE_EXPORT(cuKernelGetParamInfo, PFN_cuKernelGetParamInfo_v12040)
+#else
+CUresult fake_cuFuncGetParamInfo(CUfunction, std::size_t, std::size_t*, std::size_t*);
+CUresult fake_cuKernelGetParamInfo(CUkernel, std::size_t, std::size_t*, std::size_t*);
+#endif
 FAKE_EXPORT(cuKernelGetFunction, PFN_cuKernelGetFunction_v12000)
 
 namespace {
@@ -92,8 +97,10 @@ const ProcEntry kProcs[] = {
     {"cuTensorMapReplaceAddress", 12000, P(cuTensorMapReplaceAddress), nullptr},
     {"cuFuncGetName", 12030, P(cuFuncGetName), nullptr},
     {"cuKernelGetName", 12030, P(cuKernelGetName), nullptr},
+#ifndef FAKE_OLD_DRIVER
     {"cuFuncGetParamInfo", 12040, P(cuFuncGetParamInfo), nullptr},
     {"cuKernelGetParamInfo", 12040, P(cuKernelGetParamInfo), nullptr},
+#endif
     {"cuKernelGetFunction", 12000, P(cuKernelGetFunction), nullptr},
 };
 

@@ -336,6 +336,15 @@ TEST(Hygiene, MissingDriverSaysSoOnce) {
   EXPECT_EQ(std::count(r.p.err.begin(), r.p.err.end(), '\n'), 1) << r.p.err;
 }
 
+TEST(Hygiene, DriverWithoutParameterInfoSaysSoOnce) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"LD_LIBRARY_PATH", TG_FAKE_OLD_DIR}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 3) << "the job runs on, unguarded";
+  EXPECT_EQ(r.p.err,
+            "tmaguard: cannot work: the CUDA driver lacks cuFuncGetParamInfo/cuKernelGetParamInfo (needs a CUDA 12.4+ "
+            "driver); the job runs on unguarded\n");
+}
+
 TEST(GetProc, SemanticsPassThroughUnchanged) {
   const ClientRun r = run_client({"getproc", "launch", "getproc_semantics"}, {{"TG_EXPECT_WRAPPED", "1"}});
   EXPECT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
