@@ -23,7 +23,7 @@ if [ -z "$extra" ]; then pass "NEEDED: $(echo $needed)"
 else bad "NEEDED has $(echo $extra); fix: link libstdc++/libgcc statically, use spdlog/fmt header-only"; fi
 
 # Every .init_array entry must be the toolchain's frame_dummy or an initializer of the statically linked libstdc++
-# runtime (its emergency exception pool and locale ids); none may come from tmaguard's own code.
+# runtime (its emergency exception pool, locale ids, ios_failure category); none may come from tmaguard's own code.
 init=$(readelf -x .init_array "$lib" 2>/dev/null | awk '/^ +0x/ {for (i=2;i<=5;i++) if (length($i)==8 && $i ~ /^[0-9a-f]+$/) printf "%s", $i} END {print ""}' | cut -c1-)
 bad_init=""; n=0
 for ((i=0; i<${#init}; i+=16)); do
@@ -32,7 +32,7 @@ for ((i=0; i<${#init}; i+=16)); do
   fn=$(addr2line -f -e "$lib" "0x$be" | head -1)
   n=$((n+1))
   case "$fn" in
-    frame_dummy|_GLOBAL__sub_I_eh_alloc.cc|_GLOBAL__sub_I_*locale_inst.cc|_GLOBAL__sub_I_system_error.cc) ;;
+    frame_dummy|_GLOBAL__sub_I_eh_alloc.cc|_GLOBAL__sub_I_*locale_inst.cc|_GLOBAL__sub_I_system_error.cc|_GLOBAL__sub_I_*ios_failure.cc) ;;
     *) bad_init+=" $fn" ;;
   esac
 done

@@ -10,6 +10,7 @@
 #include "runtime.h"
 #include "tmaguard/checks.h"
 #include "tmaguard/report.h"
+#include "tmaguard/rules.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
@@ -114,7 +115,7 @@ bool check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_pa
   st.maps_decoded.fetch_add(n, std::memory_order_relaxed);
   if (inspecting) inspect(k, geom, maps, hashes);
   std::vector<Finding> findings;
-  if (k->fa4) check_fa4_sm100_bwd(k->name, maps, findings);
+  if (!k->rules.empty()) evaluate_rules(rules(), k->rules, k->name, maps, findings);
   for (const TensorMapParam& m : maps) check_descriptor(k->name, m, findings);
   bool errors = false;
   for (Finding& f : findings) {

@@ -6,7 +6,8 @@
 #include <unordered_map>
 
 #include "driver.h"
-#include "tmaguard/checks.h"
+#include "runtime.h"
+#include "tmaguard/rules.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
@@ -67,7 +68,7 @@ const KernelInfo* build(CUfunction f) {
     // 112/240/368 for three leading CUtensorMaps), so only the size identifies a tensor-map candidate.
     if (size == kTensorMapBytes) k->map_params.push_back(static_cast<int>(i));
   }
-  k->fa4 = is_fa4_sm100_bwd(k->name);
+  k->rules = rules_for_kernel(tmaguard::rules(), k->name);
   return k;
 }
 

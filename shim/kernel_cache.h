@@ -12,7 +12,7 @@ namespace tmaguard {
 
 struct KernelInfo {
   std::string name;
-  bool fa4 = false;               // FlashAttention-4 SM100 backward
+  std::vector<int> rules;         // indices of the rules whose kernel matcher accepts this kernel
   std::vector<std::size_t> offsets;  // every parameter's byte offset
   std::vector<std::size_t> sizes;    // every parameter's size
   std::vector<int> map_params;    // indices of 128-byte parameters (tensor-map candidates)

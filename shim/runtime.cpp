@@ -17,8 +17,12 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "driver.h"
 #include "tmaguard/report.h"
+#include "tmaguard/rules.h"
 
 namespace tmaguard {
 namespace {
@@ -39,6 +43,7 @@ struct Runtime {
   std::shared_ptr<spdlog::logger> logger;  // built over a sink we own; never registered with spdlog
   std::unordered_map<std::string, uint64_t> seen;  // dedupe key -> occurrences
   std::map<std::string, uint64_t> by_rule;
+  std::shared_ptr<const RuleSet> rules;
 };
 Runtime* g_rt = nullptr;  // written once by the initialising thread, then read-only; never freed
 
@@ -130,6 +135,26 @@ bool init() {
     delete rt;
     return false;
   }
+  // Rules: the built-in preset, then TMAGUARD_RULES files (a rule with the same id replaces the preset's). A broken
+  // file never leaves a job silently unguarded: the job stops here, before its first launch, unless
+  // TMAGUARD_RULES_ON_ERROR=continue (then it runs without that file, after saying so).
+  std::vector<std::shared_ptr<const RuleSet>> sets;
+  if (rt->cfg.builtin_rules) sets.push_back(parse_rules(builtin_rules_text(), "built-in rules").rules);
+  for (const std::string& path : rt->cfg.rules_files) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    RulesResult res = in ? parse_rules(text.str(), path) : RulesResult{nullptr, {path + ": cannot read the rules file"}};
+    for (const std::string& e : res.errors) write_stderr("tmaguard: rules error: " + e);
+    if (!res.errors.empty() && !rt->cfg.continue_on_rules_error) {
+      write_stderr("tmaguard: stopping the job before its first launch: fix " + path +
+                   " (scripts/tmaguard check-rules), or set TMAGUARD_RULES_ON_ERROR=continue to run without it");
+      std::_Exit(78);
+    }
+    if (!res.errors.empty()) write_stderr("tmaguard: continuing without " + path + " (TMAGUARD_RULES_ON_ERROR=continue)");
+    sets.push_back(res.rules);
+  }
+  rt->rules = merge_rules(sets);
   if (!real_function(EntryId::cuLaunchKernel)) {
     report_cannot_work(std::string("no usable CUDA driver at '") + driver_path() + "'");
     delete rt;
@@ -173,6 +198,8 @@ bool armed_slow() {
 }
 }  // namespace detail
 
+const RuleSet& rules() { return *g_rt->rules; }
+
 Stats& stats() {
   unsigned s = t_shard;
   if (!s) t_shard = s = 1 + g_next_shard.fetch_add(1, std::memory_order_relaxed) % kShards;
@@ -199,28 +226,32 @@ void report_inspect(const std::string& key, const InspectRecord& record) {
 }
 
 bool report_findings(std::vector<Finding>& findings) {
-  bool any_error = false;
   const Mode m = mode();
+  bool reject = false;
   {
     std::lock_guard<std::mutex> lock(g_mu);
     if (!g_rt) return false;
+    bool abort_now = false;
     for (Finding& f : findings) {
       const bool error = f.severity == Severity::kError;
-      any_error |= error;
+      // A rule's action override applies to its errors, except in inspect mode, which never blocks.
+      const std::string action = !error ? "none" : (f.action.empty() || m == Mode::kInspect) ? to_string(m) : f.action;
+      abort_now |= action == "abort";
+      reject |= action == "reject";
       if (error) ++g_rt->by_rule[f.rule];
       const std::string key = f.rule + '\x1f' + f.kernel + '\x1f' + std::to_string(f.param_index);
       if (g_rt->seen[key]++ > 0) continue;
-      emit_locked(render_finding(f, context(), error ? to_string(m) : "none", g_rt->cfg.format));
+      emit_locked(render_finding(f, context(), action, g_rt->cfg.format));
     }
-    if (any_error && m == Mode::kAbort) {
-      emit_locked(render_notice("abort", "aborting the process before the kernel runs (TMAGUARD_MODE=abort)",
+    if (abort_now) {
+      emit_locked(render_notice("abort", "aborting the process before the kernel runs (abort mode)",
                                 context(), g_rt->cfg.format));
       emit_summary_locked();
       g_rt->logger->flush();
       std::abort();
     }
   }
-  return any_error && m == Mode::kReject;
+  return reject;
 }
 
 }  // namespace tmaguard

@@ -58,6 +58,9 @@ Stats& stats();
 bool report_findings(std::vector<Finding>& findings);
 
 struct InspectRecord;
+struct RuleSet;
+//! The rules in force (built-in preset merged with TMAGUARD_RULES); valid once armed.
+const RuleSet& rules();
 //! Inspect mode: writes the record once per key (kernel + tensor-map layout).
 void report_inspect(const std::string& key, const InspectRecord& record);
 

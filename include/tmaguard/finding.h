@@ -22,6 +22,7 @@ struct Finding {
   std::string observed;  // what was found instead
   std::string hint;      // how to fix
   std::string provenance;  // how the descriptor was made, when known
+  std::string action;      // a rule's override of TMAGUARD_MODE ("abort", "reject", "log"); empty: the mode's
 };
 
 }  // namespace tmaguard

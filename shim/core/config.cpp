@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace tmaguard {
 
 const char* to_string(Mode m) {
@@ -41,6 +43,24 @@ ConfigResult parse_config(const EnvLookup& env) {
   if (const char* l = env("TMAGUARD_LIBCUDA")) {
     if (*l == '\0') r.errors.push_back("TMAGUARD_LIBCUDA is set but empty (unset it to use libcuda.so.1)");
     else r.config.libcuda = l;
+  }
+  if (const auto rules = get("TMAGUARD_RULES"); !rules.empty()) {
+    std::size_t start = 0;
+    while (start <= rules.size()) {
+      const std::size_t end = std::min(rules.find(':', start), rules.size());
+      if (end > start) r.config.rules_files.emplace_back(rules.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  if (const auto b = get("TMAGUARD_BUILTIN_RULES"); !b.empty()) {
+    if (b == "on") r.config.builtin_rules = true;
+    else if (b == "off") r.config.builtin_rules = false;
+    else r.errors.push_back(fmt::format("TMAGUARD_BUILTIN_RULES='{}' is not one of on, off", b));
+  }
+  if (const auto c = get("TMAGUARD_RULES_ON_ERROR"); !c.empty()) {
+    if (c == "stop") r.config.continue_on_rules_error = false;
+    else if (c == "continue") r.config.continue_on_rules_error = true;
+    else r.errors.push_back(fmt::format("TMAGUARD_RULES_ON_ERROR='{}' is not one of stop, continue", c));
   }
   if (const auto rank = get("RANK"); !rank.empty()) r.config.rank = std::string(rank);
   else if (const auto local = get("LOCAL_RANK"); !local.empty()) r.config.rank = std::string(local);

@@ -15,6 +15,7 @@
 #include "direct_symbol.h"
 #include "fakecuda.h"
 #include "tmaguard/checks.h"
+#include "tmaguard/rules.h"
 #include "tmaguard/tensormap.h"
 
 namespace {
@@ -106,10 +107,13 @@ void core_fa4_rule(benchmark::State& st) {
   Env& e = env();
   std::vector<tmaguard::TensorMapParam> maps;
   for (int i = 0; i < 6; ++i) maps.push_back({i + 1, tmaguard::decode(reinterpret_cast<const uint8_t*>(&e.maps[i]))});
+  const auto rules = tmaguard::parse_rules(tmaguard::builtin_rules_text(), "built-in").rules;
+  const std::string name = "kernel_FlashAttentionBackwardSm100_0";
+  const auto which = tmaguard::rules_for_kernel(*rules, name);
   std::vector<tmaguard::Finding> out;
   for (auto _ : st) {
     out.clear();
-    tmaguard::check_fa4_sm100_bwd("kernel_FlashAttentionBackwardSm100_0", maps, out);
+    tmaguard::evaluate_rules(*rules, which, name, maps, out);
     benchmark::DoNotOptimize(out.data());
   }
 }

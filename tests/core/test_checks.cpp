@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "tmaguard/checks.h"
+#include "tmaguard/rules.h"
 
 using namespace tmaguard;
 
@@ -40,50 +41,49 @@ std::vector<TensorMapParam> fa4(bool dk_mn, bool dv_mn, bool two_cta = false) {
 
 const std::string kName = "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__x_0";
 
-}  // namespace
-
-TEST(Fa4, MatchesKernelNames) {
-  EXPECT_TRUE(is_fa4_sm100_bwd(kName));
-  EXPECT_TRUE(is_fa4_sm100_bwd("kernel_cutlass_kernel_xrexcutedslranker_fa4flash_bwd_sm100FlashAttentionBackwardSm100_o_0"));
-  EXPECT_FALSE(is_fa4_sm100_bwd("kernel_cutlass_kernel_flash_attncuteflash_bwd_sm90FlashAttentionBackwardSm90_0"));
+// The FA4 guard is the built-in rule preset (rules/fa4_sm100_bwd.toml), evaluated as the shim does.
+std::vector<Finding> fa4_check(const std::vector<TensorMapParam>& maps, const std::string& name = kName) {
+  static const auto rules = parse_rules(builtin_rules_text(), "built-in").rules;
+  std::vector<Finding> out;
+  evaluate_rules(*rules, rules_for_kernel(*rules, name), name, maps, out);
+  return out;
 }
 
-TEST(Fa4, LayoutTable) {
-  const Fa4Layout one = fa4_layout(6), two = fa4_layout(9), pp = fa4_layout(4);
-  EXPECT_TRUE(one.present);
-  EXPECT_EQ(one.k, 1); EXPECT_EQ(one.v, 2); EXPECT_EQ(one.dv, 4); EXPECT_EQ(one.dk, 5);
-  EXPECT_EQ(two.k, 2); EXPECT_EQ(two.v, 4); EXPECT_EQ(two.dv, 7); EXPECT_EQ(two.dk, 8);
-  EXPECT_TRUE(pp.known);
-  EXPECT_FALSE(pp.present);
-  EXPECT_FALSE(fa4_layout(5).known);
+}  // namespace
+
+TEST(Fa4, PresetParsesAndMatchesKernelNames) {
+  const RulesResult r = parse_rules(builtin_rules_text(), "built-in");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_EQ(rule_count(*r.rules), 3u);
+  EXPECT_EQ(rules_for_kernel(*r.rules, kName).size(), 3u);
+  EXPECT_EQ(rules_for_kernel(*r.rules, "kernel_cutlass_kernel_xrexcutedslranker_fa4flash_bwd_sm100FlashAttentionBackwardSm100_o_0").size(), 3u);
+  EXPECT_TRUE(rules_for_kernel(*r.rules, "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm90FlashAttentionBackwardSm90_0").empty());
 }
 
 TEST(Fa4, KMajorIsClean) {
-  std::vector<Finding> out;
-  check_fa4_sm100_bwd(kName, fa4(false, false), out);
-  check_fa4_sm100_bwd(kName, fa4(false, false, true), out);
-  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(fa4_check(fa4(false, false)).empty());
+  EXPECT_TRUE(fa4_check(fa4(false, false, true)).empty());
 }
 
 TEST(Fa4, SeqlenContiguousDkIsReportedWithFix) {
-  std::vector<Finding> out;
-  check_fa4_sm100_bwd(kName, fa4(true, false), out);
+  const auto out = fa4_check(fa4(true, false));
   ASSERT_EQ(out.size(), 1u);
   const Finding& f = out[0];
   EXPECT_EQ(f.rule, "fa4-dk-not-k-major");
   EXPECT_EQ(f.severity, Severity::kError);
   EXPECT_EQ(f.tensor, "dK");
   EXPECT_EQ(f.param_index, 6);
-  EXPECT_EQ(f.expected, "dK K-major: innermost dimension (dim 0) is the head dim, equal to K dim 0 = 128");
-  EXPECT_EQ(f.observed, "dK dim 0 = 256 (dK dims {256,128,4,2}, K dims {128,256,4,2}): seqlen is contiguous (MN-major)");
+  EXPECT_EQ(f.expected, "dK K-major: innermost dimension (dim 0) equal to K's dim 0 = 128");
+  EXPECT_EQ(f.observed,
+            "dK dim 0 = 256 (dK dims {256,128,4,2}, K dims {128,256,4,2}): dK is transposed (MN-major; its contiguous "
+            "dim is K's dim 1)");
   EXPECT_NE(f.hint.find("torch.empty_like(k)"), std::string::npos);
   ASSERT_TRUE(f.tensor_map.has_value());
   EXPECT_EQ(f.tensor_map->dims[0], 256u);
 }
 
 TEST(Fa4, OnlyDvWrongIn2Cta) {
-  std::vector<Finding> out;
-  check_fa4_sm100_bwd(kName, fa4(false, true, true), out);
+  const auto out = fa4_check(fa4(false, true, true));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].rule, "fa4-dv-not-k-major");
   EXPECT_EQ(out[0].tensor, "dV");
@@ -95,8 +95,7 @@ TEST(Fa4, ShapeAndDtype) {
   auto maps = fa4(false, false);
   maps[5] = bshd(6, 0x7f2000000000ULL, 2, 512, 4, 128);  // dK with another seqlen
   maps[4] = bshd(5, 0x7f1000000000ULL, 2, 256, 4, 128, false, 7);  // dV float32
-  std::vector<Finding> out;
-  check_fa4_sm100_bwd(kName, maps, out);
+  const auto out = fa4_check(maps);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].rule, "fa4-dv-dtype");
   EXPECT_EQ(out[0].observed, "dV is float32");
@@ -105,16 +104,15 @@ TEST(Fa4, ShapeAndDtype) {
 }
 
 TEST(Fa4, PostprocessAndUnknownCounts) {
-  std::vector<Finding> out;
   auto maps = fa4(true, true);
   maps.resize(4);  // dKV postprocess: Q K V dO only
-  check_fa4_sm100_bwd(kName, maps, out);
-  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(fa4_check(maps).empty());
   maps.resize(5);
-  check_fa4_sm100_bwd(kName, maps, out);
+  const auto out = fa4_check(maps);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].rule, "fa4-unexpected-map-count");
   EXPECT_EQ(out[0].severity, Severity::kWarning);
+  EXPECT_EQ(out[0].observed, "5 tensor-map parameters");
 }
 
 TEST(Descriptor, HealthyMapIsClean) {

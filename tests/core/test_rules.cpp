@@ -1,0 +1,216 @@
+// The rule language: validation messages (file:line: what), kernel matching, every check kind, overrides.
+#include <gtest/gtest.h>
+
+#include "tmaguard/rules.h"
+
+using namespace tmaguard;
+
+namespace {
+
+TensorMapParam map2d(int param, uint64_t addr, uint64_t d0, uint64_t d1, uint64_t stride, uint32_t dtype = 9,
+                     uint32_t swizzle = 3) {
+  EncodeArgs a;
+  a.dtype = dtype;
+  a.rank = 2;
+  a.address = addr;
+  a.dims = {d0, d1};
+  a.strides = {stride};
+  a.box = {static_cast<uint32_t>(64 / element_size(static_cast<DataType>(dtype))), 64};
+  a.element_strides = {1, 1};
+  a.swizzle = swizzle;
+  uint8_t b[128];
+  EXPECT_EQ(encode(a, b), 0) << validate_encode(a).message;
+  return {param, decode(b)};
+}
+
+std::string first_error(const std::string& text) {
+  const RulesResult r = parse_rules(text, "r.toml");
+  return r.errors.empty() ? "" : r.errors.front();
+}
+
+std::vector<Finding> run(const std::string& text, const std::string& kernel, const std::vector<TensorMapParam>& maps) {
+  const RulesResult r = parse_rules(text, "r.toml");
+  EXPECT_TRUE(r.errors.empty()) << (r.errors.empty() ? "" : r.errors.front());
+  std::vector<Finding> out;
+  if (r.rules) evaluate_rules(*r.rules, rules_for_kernel(*r.rules, kernel), kernel, maps, out);
+  return out;
+}
+
+const char* kGemm = R"([[rule]]
+id = "gemm-epilogue"
+kernel = "sm90_gemm"
+hint = "allocate D like C"
+action = "reject"
+[rule.maps]
+C = 1
+D = -1
+[[rule.check]]
+kind = "same_innermost"
+a = "D"
+b = "C"
+[[rule.check]]
+kind = "dtype"
+map = "D"
+allowed = ["bfloat16"]
+)";
+
+}  // namespace
+
+TEST(RulesParse, ValidFileParses) {
+  const RulesResult r = parse_rules(kGemm, "r.toml");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_EQ(rule_count(*r.rules), 1u);
+}
+
+TEST(RulesParse, ErrorsNameFileLineAndProblem) {
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nkernal_glob = \"y\"\nexpect_map_count = [1]\n"),
+            "r.toml:4: unknown key 'kernal_glob' in rule 'x' (known: id, kernel, kernel_glob, kernel_regex, map_count, "
+            "expect_map_count, severity, action, hint, maps, check)");
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nmap_count = \"6\"\nexpect_map_count = [1]\n"),
+            "r.toml:4: 'map_count' in rule 'x' must be an integer, got a string");
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel_regex = \"fa4(\"\nexpect_map_count = [1]\n").rfind(
+                "r.toml:3: bad kernel_regex 'fa4(' in rule 'x': ", 0),
+            0u);
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nmap_count = 6\n[rule.maps]\ndK = 7\n"
+                        "[[rule.check]]\nkind = \"rank\"\nmap = \"dK\"\nequals = 4\n"),
+            "r.toml:6: map 'dK' = 7 in rule 'x' cannot exist with map_count = 6");
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n[rule.maps]\nA = 0\n[[rule.check]]\nkind = \"same_dims\"\n"
+                        "a = \"A\"\nb = \"B\"\n"),
+            "r.toml:9: rule 'x' check #1 refers to map 'B', which [rule.maps] does not name");
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n[rule.maps]\nA = 0\n[[rule.check]]\nkind = \"same_shape\"\n"
+                        "a = \"A\"\nb = \"A\"\n").rfind("r.toml:7: unknown check kind 'same_shape'", 0),
+            0u);
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n"),
+            "r.toml:1: rule 'x' has no [[rule.check]] and no expect_map_count: it can never report anything");
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nexpect_map_count = [1]\n[[rule]]\nid = \"x\"\n"
+                        "kernel = \"j\"\nexpect_map_count = [2]\n"),
+            "r.toml: rule id 'x' is defined twice");
+  EXPECT_EQ(first_error("[[rule]\nid = 1").rfind("r.toml:1: TOML syntax: ", 0), 0u);
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nexpect_map_count = [1]\naction = \"crash\"\n"),
+            "r.toml:5: action 'crash' in rule 'x' is not one of abort, reject, log");
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n[rule.maps]\nA = 0\n[[rule.check]]\nkind = \"dtype\"\n"
+                        "map = \"A\"\nallowed = [\"bf16\"]\n").rfind("r.toml:9: 'bf16' in rule 'x' check #1 is not a known data type", 0),
+            0u);
+}
+
+TEST(RulesMatch, SubstringGlobRegexAndDemangled) {
+  const RulesResult r = parse_rules(R"(
+[[rule]]
+id = "a"
+kernel_glob = "*gemm_kernel*"
+expect_map_count = [3]
+[[rule]]
+id = "b"
+kernel_regex = "^matmul_.*_tma$"
+expect_map_count = [3]
+[[rule]]
+id = "c"
+kernel = "cutlass::GemmUniversal"
+expect_map_count = [3]
+)", "r.toml");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_EQ(rules_for_kernel(*r.rules, "my_gemm_kernel_v2"), std::vector<int>({0}));
+  EXPECT_EQ(rules_for_kernel(*r.rules, "matmul_kernel_tma"), std::vector<int>({1}));
+  EXPECT_TRUE(rules_for_kernel(*r.rules, "matmul_kernel_tma_v2").empty());
+  // Mangled name of cutlass::GemmUniversal<int>(): matches through its demangled form.
+  EXPECT_EQ(rules_for_kernel(*r.rules, "_ZN7cutlass13GemmUniversalIiEEvv"), std::vector<int>({2}));
+}
+
+TEST(RulesEval, InnermostAndDtypeWithActionOverrideAndHint) {
+  const auto c = map2d(3, 0x7f0000000000ULL, 128, 256, 256);
+  const auto d_ok = map2d(5, 0x7f1000000000ULL, 128, 256, 256);
+  const auto d_mn = map2d(5, 0x7f1000000000ULL, 256, 128, 512);
+  EXPECT_TRUE(run(kGemm, "sm90_gemm_tn", {c, c, d_ok}).empty());
+  auto out = run(kGemm, "sm90_gemm_tn", {c, c, d_mn});
+  ASSERT_EQ(out.size(), 1u) << "the dtype check of D is skipped once D failed";
+  EXPECT_EQ(out[0].rule, "gemm-epilogue");
+  EXPECT_EQ(out[0].tensor, "D");
+  EXPECT_EQ(out[0].param_index, 5);
+  EXPECT_EQ(out[0].action, "reject");
+  EXPECT_EQ(out[0].hint, "allocate D like C");
+  EXPECT_TRUE(run(kGemm, "other_kernel", {c, c, d_mn}).empty());
+  const auto d_f16 = map2d(5, 0x7f1000000000ULL, 128, 256, 256, 6);
+  out = run(kGemm, "sm90_gemm_tn", {c, c, d_f16});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].expected, "D is bfloat16");
+  EXPECT_EQ(out[0].observed, "D is float16");
+}
+
+TEST(RulesEval, StridesOverlapAlignmentRankSwizzleParamRefs) {
+  const char* text = R"([[rule]]
+id = "io"
+kernel = "k"
+[rule.maps]
+X = "param:2"
+Y = "param:4"
+[[rule.check]]
+id = "io-rows"
+kind = "strides_increasing"
+map = "X"
+[[rule.check]]
+id = "io-overlap"
+kind = "no_overlap"
+a = "Y"
+b = "X"
+[[rule.check]]
+id = "io-align"
+kind = "alignment"
+map = "Y"
+bytes = 1024
+[[rule.check]]
+id = "io-rank"
+kind = "rank"
+map = "X"
+equals = 2
+[[rule.check]]
+id = "io-swizzle"
+kind = "swizzle"
+map = "X"
+allowed = ["128B"]
+)";
+  // X: 128 bf16 per row but rows only 128 bytes apart: rows overlap.
+  const auto x_bad = map2d(2, 0x7f0000000000ULL, 128, 64, 128);
+  const auto x_ok = map2d(2, 0x7f0000000000ULL, 128, 64, 256);
+  const auto y_far = map2d(4, 0x7f1000000000ULL, 128, 64, 256);
+  const auto y_inside = map2d(4, 0x7f0000000400ULL, 128, 64, 256);
+  EXPECT_TRUE(run(text, "k", {x_ok, y_far}).empty());
+  auto out = run(text, "k", {x_bad, y_far});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].rule, "io-rows");
+  EXPECT_EQ(out[0].observed, "stride of dim 1 = 128 bytes (strides {128}, dims {128,64})");
+  out = run(text, "k", {x_ok, y_inside});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].rule, "io-overlap");
+  EXPECT_EQ(out[0].observed,
+            "Y spans [0x7f0000000400, 0x7f0000004400) and X spans [0x7f0000000000, 0x7f0000004000)");
+  const auto y_misaligned = map2d(4, 0x7f1000000100ULL, 128, 64, 256);
+  out = run(text, "k", {x_ok, y_misaligned});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].rule, "io-align");
+  const auto x_sw64 = map2d(2, 0x7f0000000000ULL, 128, 64, 256, 9, 2);
+  out = run(text, "k", {x_sw64, y_far});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].rule, "io-swizzle");
+  EXPECT_EQ(out[0].observed, "X swizzle 64B");
+  EXPECT_TRUE(run(text, "k", {x_ok}).empty()) << "a rule whose maps are missing does not apply";
+}
+
+TEST(RulesMerge, UserRuleReplacesPresetById) {
+  const auto preset = parse_rules(builtin_rules_text(), "built-in").rules;
+  const auto user = parse_rules(R"([[rule]]
+id = "fa4-unexpected-map-count"
+kernel = "FlashAttentionBackwardSm100"
+expect_map_count = [4, 5, 6, 7, 9]
+severity = "warning"
+)", "user.toml").rules;
+  ASSERT_TRUE(preset && user);
+  const auto merged = merge_rules({preset, user});
+  EXPECT_EQ(rule_count(*merged), 3u);
+  const auto m = map2d(1, 0x7f0000000000ULL, 128, 256, 256);
+  std::vector<Finding> out;
+  const std::string k = "kernel_FlashAttentionBackwardSm100_0";
+  evaluate_rules(*merged, rules_for_kernel(*merged, k), k, {m, m, m, m, m}, out);
+  EXPECT_TRUE(out.empty()) << "5 maps are allowed by the user's replacement";
+  evaluate_rules(*preset, rules_for_kernel(*preset, k), k, {m, m, m, m, m}, out);
+  EXPECT_EQ(out.size(), 1u);
+}
