@@ -481,3 +481,34 @@ b = "K"
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Tool, CheckRulesAndReport) {
+  const ProcessResult ok = run_process({TG_TOOL, "check-rules", std::string(TG_SOURCE_DIR) + "/rules/fa4_sm100_bwd.toml"}, {});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("fa4_sm100_bwd.toml: 3 rules OK"), std::string::npos);
+  const std::string bad = "/tmp/tmaguard_tool_bad.toml";
+  std::ofstream(bad) << "[[rule]]\nid = \"x\"\nkernel = \"k\"\nexpect_map_count = [1]\nseverity = \"fatal\"\n";
+  const ProcessResult b = run_process({TG_TOOL, "check-rules", bad}, {});
+  EXPECT_EQ(b.code, 1);
+  EXPECT_EQ(b.err, bad + ":5: severity 'fatal' in rule 'x' is not one of error, warning\n");
+  std::remove(bad.c_str());
+
+  const std::string log = "/tmp/tmaguard_tool_report.jsonl";
+  std::remove(log.c_str());
+  for (const char* sc : {"fa4_dk_bad", "other_maps_ok"})
+    run_process({TG_CLIENT, "getproc", "launch", sc},
+                {{"LD_PRELOAD", TG_LIB}, {"LD_LIBRARY_PATH", TG_FAKE_DIR}, {"TMAGUARD_MODE", "inspect"},
+                 {"TMAGUARD_LOG_FORMAT", "json"}, {"TMAGUARD_LOG", log}, {"RANK", "3"}});
+  const ProcessResult r = run_process({TG_TOOL, "report", log}, {});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 process summaries: 6 launches seen, 6 checked"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fa4-dk-not-k-major                      3        1            3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("matmul_kernel_tma  (4 tensor maps, 1 layout(s))"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("param 7   bfloat16 dims [256,128,4,2] strides [512,65536,262144] box [64,128,1,1] swizzle 128B"),
+            std::string::npos) << r.out;
+  std::remove(log.c_str());
+}
+
+}  // namespace

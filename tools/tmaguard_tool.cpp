@@ -1,0 +1,151 @@
+// tmaguard-tool: offline helpers. `check-rules FILE...` validates rule files exactly as the library does at start
+// (exit 1 on any error); `report LOG...` turns JSON-lines logs of any mode into a readable summary (kernels and
+// their tensor maps, violations by rule and rank, launch counts by process).
+#include <CLI/CLI.hpp>
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tmaguard/rules.h"
+
+namespace {
+
+int check_rules(const std::vector<std::string>& files, bool show_builtin) {
+  if (show_builtin) {
+    std::cout << tmaguard::builtin_rules_text();
+    return 0;
+  }
+  int bad = 0;
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    if (!in) {
+      std::cerr << f << ": cannot read the rules file\n";
+      ++bad;
+      continue;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const tmaguard::RulesResult r = tmaguard::parse_rules(ss.str(), f);
+    for (const std::string& e : r.errors) std::cerr << e << "\n";
+    if (r.errors.empty()) std::cout << fmt::format("{}: {} rules OK\n", f, tmaguard::rule_count(*r.rules));
+    else ++bad;
+  }
+  return bad ? 1 : 0;
+}
+
+std::string short_name(const std::string& k) { return k.size() > 90 ? k.substr(0, 60) + "..." + k.substr(k.size() - 27) : k; }
+
+int report(const std::vector<std::string>& files) {
+  using nlohmann::json;
+  struct KernelRow {
+    std::set<std::string> layouts;
+    std::size_t maps = 0;
+  };
+  std::map<std::string, KernelRow> kernels;
+  std::map<std::pair<std::string, std::string>, uint64_t> violations;  // (rule, rank) -> occurrences
+  std::map<std::string, std::set<std::string>> violation_kernels;
+  std::map<std::string, uint64_t> notices;
+  std::map<std::pair<std::string, std::string>, uint64_t> occurrences;  // from the summaries: repeats included
+  uint64_t launches = 0, checked = 0, decoded = 0, processes = 0, lines = 0, bad_lines = 0;
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    if (!in) {
+      std::cerr << f << ": cannot read the log\n";
+      return 2;
+    }
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      if (line.empty()) continue;
+      ++lines;
+      json j = json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) {
+        if (bad_lines++ == 0) std::cerr << fmt::format("{}:{}: not a JSON record (was the log written with TMAGUARD_LOG_FORMAT=json?)\n", f, n);
+        continue;
+      }
+      const std::string ev = j.value("event", "");
+      const std::string rank = j.contains("rank") && j["rank"].is_string() ? j["rank"].get<std::string>() : "-";
+      if (ev == "inspect") {
+        KernelRow& k = kernels[j.value("kernel", "?")];
+        k.maps = j["tensor_maps"].size();
+        std::string layout;
+        for (const auto& m : j["tensor_maps"]) {
+          if (m.contains("tensor_map")) {
+            const auto& t = m["tensor_map"];
+            layout += fmt::format("\n      param {:<3} {} dims {} strides {} box {} swizzle {}", m.value("param_index", -1),
+                                  t.value("dtype", "?"), t["dims"].dump(), t["strides_bytes"].dump(),
+                                  t.contains("box") ? t["box"].dump() : "-", t.value("swizzle", "?"));
+          } else {
+            layout += fmt::format("\n      param {:<3} not a tensor map", m.value("param_index", -1));
+          }
+        }
+        k.layouts.insert(layout);
+      } else if (ev == "violation" || ev == "warning") {
+        ++violations[{j.value("rule", "?"), rank}];
+        violation_kernels[j.value("rule", "?")].insert(j.value("kernel", "?"));
+      } else if (ev == "summary") {
+        ++processes;
+        launches += j.value("launches_seen", 0ULL);
+        checked += j.value("launches_checked", 0ULL);
+        decoded += j.value("tensor_maps_decoded", 0ULL);
+        for (const auto& [rule, count] : j["violations"].items()) occurrences[{rule, rank}] += count.get<uint64_t>();
+      } else {
+        ++notices[ev];
+      }
+    }
+  }
+  std::cout << fmt::format("{} records from {} file(s); {} process summaries: {} launches seen, {} checked, {} tensor maps decoded\n",
+                           lines - bad_lines, files.size(), processes, launches, checked, decoded);
+  if (!violations.empty()) {
+    std::cout << fmt::format("\n{:<34} {:>6} {:>8} {:>12}  kernel\n", "violations by rule", "rank", "reports", "occurrences");
+    for (const auto& [key, count] : violations) {
+      const auto& ks = violation_kernels[key.first];
+      const auto occ = occurrences.find(key);
+      std::cout << fmt::format("{:<34} {:>6} {:>8} {:>12}  {}{}\n", key.first, key.second, count,
+                               occ == occurrences.end() ? std::string("-") : std::to_string(occ->second),
+                               short_name(*ks.begin()), ks.size() > 1 ? fmt::format(" (+{} more)", ks.size() - 1) : "");
+    }
+  }
+  if (!kernels.empty()) {
+    std::cout << "\nkernels (inspect records; dims in tensor-map order, dim 0 innermost):\n";
+    for (const auto& [name, k] : kernels) {
+      std::cout << fmt::format("  {}  ({} tensor maps, {} layout(s))\n", short_name(name), k.maps, k.layouts.size());
+      int i = 0;
+      for (const auto& l : k.layouts) std::cout << fmt::format("    layout {}:{}\n", ++i, l);
+    }
+  }
+  for (const auto& [ev, n] : notices) std::cout << fmt::format("\n{} '{}' record(s)\n", n, ev);
+  return bad_lines ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tmaguard-tool: validate rule files and summarize tmaguard logs"};
+  app.require_subcommand(1);
+  std::vector<std::string> rule_files, logs;
+  bool builtin = false;
+  auto* cr = app.add_subcommand("check-rules", "validate rule files as the library does at start");
+  cr->add_option("files", rule_files, "TOML rule files");
+  cr->add_flag("--builtin", builtin, "print the built-in preset (FA4 SM100 backward)");
+  auto* rp = app.add_subcommand("report", "summarize JSON-lines logs (any mode)");
+  rp->add_option("logs", logs, "log files written with TMAGUARD_LOG_FORMAT=json")->required();
+  CLI11_PARSE(app, argc, argv);
+  if (cr->parsed()) {
+    if (rule_files.empty() && !builtin) {
+      std::cerr << "check-rules: give one or more rule files (or --builtin)\n";
+      return 2;
+    }
+    return check_rules(rule_files, builtin);
+  }
+  return report(logs);
+}
