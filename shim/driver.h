@@ -6,8 +6,12 @@
 
 #include <type_traits>
 
-// cuda.h remaps cuGetProcAddress to cuGetProcAddress_v2 (CUDA 13); tmaguard needs the exact exported names.
+// cuda.h remaps these names to their _v2 (CUDA 13); tmaguard needs the exact exported names.
 #undef cuGetProcAddress
+#undef cuGraphAddKernelNode
+#undef cuGraphKernelNodeSetParams
+#undef cuGraphExecKernelNodeSetParams
+#undef cuGraphAddNode
 
 namespace tmaguard {
 

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "driver.h"
+#include "hooks_launch.h"
 #include "kernel_cache.h"
 #include "runtime.h"
 #include "tmaguard/checks.h"
@@ -36,10 +37,6 @@ uint64_t combine(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
   return h;
 }
-
-struct Geometry {
-  unsigned gx, gy, gz, bx, by, bz;
-};
 
 // Inspect mode: one record per (kernel, layout); the layout ignores addresses so re-allocations do not repeat it.
 void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMapParam>& maps,
@@ -127,6 +124,8 @@ bool check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_pa
   return findings.empty() ? false : report_findings(findings);
 }
 
+}  // namespace
+
 bool check_launch(CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
   HookScope scope;
   if (scope.nested() || !armed()) return false;
@@ -140,7 +139,6 @@ bool check_launch(CUfunction f, const Geometry& geom, void** kernel_params, void
   return false;
 }
 
-}  // namespace
 }  // namespace tmaguard
 
 using tmaguard::check_launch;

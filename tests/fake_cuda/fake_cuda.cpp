@@ -5,6 +5,13 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+// cuda.h remaps these to _v2; the stand-in exports every ABI under its exact name.
+#undef cuGetProcAddress
+#undef cuGraphAddKernelNode
+#undef cuGraphKernelNodeSetParams
+#undef cuGraphExecKernelNodeSetParams
+#undef cuGraphAddNode
+
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -43,6 +50,16 @@ CUresult fake_cuFuncGetParamInfo(CUfunction, std::size_t, std::size_t*, std::siz
 CUresult fake_cuKernelGetParamInfo(CUkernel, std::size_t, std::size_t*, std::size_t*);
 #endif
 FAKE_EXPORT(cuKernelGetFunction, PFN_cuKernelGetFunction_v12000)
+FAKE_EXPORT(cuGraphAddKernelNode, PFN_cuGraphAddKernelNode_v10000)
+FAKE_EXPORT(cuGraphAddKernelNode_v2, PFN_cuGraphAddKernelNode_v12000)
+FAKE_EXPORT(cuGraphKernelNodeSetParams, PFN_cuGraphKernelNodeSetParams_v10000)
+FAKE_EXPORT(cuGraphKernelNodeSetParams_v2, PFN_cuGraphKernelNodeSetParams_v12000)
+FAKE_EXPORT(cuGraphExecKernelNodeSetParams, PFN_cuGraphExecKernelNodeSetParams_v10010)
+FAKE_EXPORT(cuGraphExecKernelNodeSetParams_v2, PFN_cuGraphExecKernelNodeSetParams_v12000)
+FAKE_EXPORT(cuGraphAddNode, PFN_cuGraphAddNode_v12020)
+FAKE_EXPORT(cuGraphAddNode_v2, PFN_cuGraphAddNode_v12030)
+FAKE_EXPORT(cuGraphNodeSetParams, PFN_cuGraphNodeSetParams_v12020)
+FAKE_EXPORT(cuGraphExecNodeSetParams, PFN_cuGraphExecNodeSetParams_v12020)
 
 namespace {
 
@@ -82,6 +99,8 @@ struct ProcEntry {
   int min_version;
   void* fn;
   void* ptsz;
+  int v2_version = 0;  // from this version on, the name resolves to its _v2 ABI
+  void* v2 = nullptr;
 };
 #define P(x) reinterpret_cast<void*>(&fake_##x)
 const ProcEntry kProcs[] = {
@@ -102,6 +121,13 @@ const ProcEntry kProcs[] = {
     {"cuKernelGetParamInfo", 12040, P(cuKernelGetParamInfo), nullptr},
 #endif
     {"cuKernelGetFunction", 12000, P(cuKernelGetFunction), nullptr},
+    {"cuGraphAddKernelNode", 10000, P(cuGraphAddKernelNode), nullptr, 12000, P(cuGraphAddKernelNode_v2)},
+    {"cuGraphKernelNodeSetParams", 10000, P(cuGraphKernelNodeSetParams), nullptr, 12000, P(cuGraphKernelNodeSetParams_v2)},
+    {"cuGraphExecKernelNodeSetParams", 10010, P(cuGraphExecKernelNodeSetParams), nullptr, 12000,
+     P(cuGraphExecKernelNodeSetParams_v2)},
+    {"cuGraphAddNode", 12020, P(cuGraphAddNode), nullptr, 12030, P(cuGraphAddNode_v2)},
+    {"cuGraphNodeSetParams", 12020, P(cuGraphNodeSetParams), nullptr},
+    {"cuGraphExecNodeSetParams", 12020, P(cuGraphExecNodeSetParams), nullptr},
 };
 
 // Shared by both cuGetProcAddress forms. Semantics measured on an H200 (driver 580): unknown name -> status 1,
@@ -126,6 +152,7 @@ CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
       return legacy ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
     }
     *pfn = ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && e.ptsz) ? e.ptsz : e.fn;
+    if (e.v2 && version >= e.v2_version) *pfn = e.v2;
     set(CU_GET_PROC_ADDRESS_SUCCESS);
     return CUDA_SUCCESS;
   }
@@ -343,4 +370,59 @@ CUresult fake_cuKernelGetFunction(CUfunction* out, CUkernel h) {
   if (!k || k->magic != kKernelMagic) return CUDA_ERROR_INVALID_HANDLE;
   *out = reinterpret_cast<CUfunction>(k->twin);
   return CUDA_SUCCESS;
+}
+
+// CUDA graph kernel nodes: recorded as "launches via" the entry point (a node that reaches the driver).
+namespace {
+CUgraphNode_st* const kNode = reinterpret_cast<CUgraphNode_st*>(0x1000);
+template <typename P>
+CUresult node(const char* via, const P* p) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  CUfunction f = p->func;
+  if constexpr (sizeof(P) > sizeof(CUDA_KERNEL_NODE_PARAMS_v1))
+    if (!f) f = reinterpret_cast<CUfunction>(p->kern);
+  if (!as_any(f)) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_via) g_via = new std::map<std::string, unsigned long>;
+  ++(*g_via)[via];
+  return CUDA_SUCCESS;
+}
+CUresult generic(const char* via, const CUgraphNodeParams* p) {
+  if (!p || p->type != CU_GRAPH_NODE_TYPE_KERNEL) return CUDA_ERROR_INVALID_VALUE;
+  return node(via, &p->kernel);
+}
+}  // namespace
+CUresult fake_cuGraphAddKernelNode(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS_v1* p) {
+  if (n) *n = kNode;
+  return node("cuGraphAddKernelNode", p);
+}
+CUresult fake_cuGraphAddKernelNode_v2(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS_v2* p) {
+  if (n) *n = kNode;
+  return node("cuGraphAddKernelNode_v2", p);
+}
+CUresult fake_cuGraphKernelNodeSetParams(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1* p) {
+  return node("cuGraphKernelNodeSetParams", p);
+}
+CUresult fake_cuGraphKernelNodeSetParams_v2(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2* p) {
+  return node("cuGraphKernelNodeSetParams_v2", p);
+}
+CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1* p) {
+  return node("cuGraphExecKernelNodeSetParams", p);
+}
+CUresult fake_cuGraphExecKernelNodeSetParams_v2(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2* p) {
+  return node("cuGraphExecKernelNodeSetParams_v2", p);
+}
+CUresult fake_cuGraphAddNode(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t, CUgraphNodeParams* p) {
+  if (n) *n = kNode;
+  return generic("cuGraphAddNode", p);
+}
+CUresult fake_cuGraphAddNode_v2(CUgraphNode* n, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, size_t,
+                                CUgraphNodeParams* p) {
+  if (n) *n = kNode;
+  return generic("cuGraphAddNode_v2", p);
+}
+CUresult fake_cuGraphNodeSetParams(CUgraphNode, CUgraphNodeParams* p) { return generic("cuGraphNodeSetParams", p); }
+CUresult fake_cuGraphExecNodeSetParams(CUgraphExec, CUgraphNode, CUgraphNodeParams* p) {
+  return generic("cuGraphExecNodeSetParams", p);
 }
