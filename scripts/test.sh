@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every GPU-free test: builds (installing what is missing), then ctest (unit tests, golden vectors from the
 # H200, real processes with the library preloaded, export/NEEDED/init checks), then the core unit tests again
-# under AddressSanitizer + UBSan.
+# under AddressSanitizer + UBSan, then the libFuzzer targets (rules parser, decoder) for a bounded time each.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TMAGUARD_BUILD_DIR:-$root/build}
@@ -11,3 +11,19 @@ asan="$build-asan"
 cmake -S "$root" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTMAGUARD_SANITIZE=ON >/dev/null
 ninja -C "$asan" core_tests
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 "$asan/tests/core_tests" --gtest_brief=1
+fuzz="$build-fuzz"
+CC=clang CXX=clang++ cmake -S "$root" -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTMAGUARD_FUZZ=ON \
+  -DTMAGUARD_SANITIZE=ON >/dev/null
+ninja -C "$fuzz" fuzz_rules fuzz_decode
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp -r "$root/tests/fuzz/corpus_rules" "$work/rules"
+mkdir -p "$work/decode"
+for t in rules decode; do
+  echo "== fuzz_$t for ${FUZZ_SECONDS:-20}s"
+  (cd "$work" && "$fuzz/fuzz_$t" -max_total_time="${FUZZ_SECONDS:-20}" -timeout=5 -print_final_stats=0 "$work/$t" 2>&1 | tail -1)
+  if ls "$work"/crash-* "$work"/timeout-* "$work"/leak-* >/dev/null 2>&1; then
+    echo "fuzz_$t found a failing input:"; ls "$work"/crash-* "$work"/timeout-* "$work"/leak-* 2>/dev/null; exit 1
+  fi
+done
+echo "fuzz: no crash, hang or sanitizer report"

@@ -86,6 +86,7 @@ TEST(RulesParse, ErrorsNameFileLineAndProblem) {
                         "kernel = \"j\"\nexpect_map_count = [2]\n"),
             "r.toml: rule id 'x' is defined twice");
   EXPECT_EQ(first_error("[[rule]\nid = 1").rfind("r.toml:1: TOML syntax: ", 0), 0u);
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\n\xc9\xbft"), "r.toml:3: byte 0xc9 is not allowed: rule files are plain ASCII text");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nexpect_map_count = [1]\naction = \"crash\"\n"),
             "r.toml:5: action 'crash' in rule 'x' is not one of abort, reject, log");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n[rule.maps]\nA = 0\n[[rule.check]]\nkind = \"dtype\"\n"

@@ -1,0 +1,50 @@
+// libFuzzer target: arbitrary 128-byte descriptors through decode, the content hash and the generic descriptor
+// check, and arbitrary encode arguments through validate/encode/decode (an accepted encode must round-trip).
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "tmaguard/checks.h"
+#include "tmaguard/tensormap.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size >= 128) {
+    const tmaguard::TensorMapParam p{1, tmaguard::decode(data)};
+    (void)tmaguard::content_hash(data);
+    std::vector<tmaguard::Finding> out;
+    tmaguard::check_descriptor("fuzz", p, out);
+  }
+  tmaguard::EncodeArgs a;
+  if (size < 8) return 0;
+  uint64_t s = 0;
+  std::memcpy(&s, data, 8);
+  auto next = [&](uint64_t mod) { s = s * 6364136223846793005ULL + 1442695040888963407ULL; return (s >> 17) % mod; };
+  a.kind = static_cast<tmaguard::MapKind>(next(3));
+  a.dtype = static_cast<uint32_t>(next(18));
+  a.rank = static_cast<uint32_t>(next(7));
+  a.address = next(4) == 0 ? next(1 << 20) : (next(1ULL << 40) << 4);
+  for (int i = 0; i < 5; ++i) {
+    a.dims[i] = next(3) == 0 ? next(1ULL << 33) : 1 + next(4096);
+    a.strides[i] = next(5) == 0 ? next(1ULL << 41) : 16 * (1 + next(1 << 20));
+    a.box[i] = static_cast<uint32_t>(next(300));
+    a.element_strides[i] = static_cast<uint32_t>(next(10));
+  }
+  for (int i = 0; i < 3; ++i) {
+    a.lower_corner[i] = static_cast<int32_t>(next(70000)) - 35000;
+    a.upper_corner[i] = static_cast<int32_t>(next(70000)) - 35000;
+  }
+  a.channels_per_pixel = static_cast<uint32_t>(next(300));
+  a.pixels_per_column = static_cast<uint32_t>(next(1100));
+  a.interleave = static_cast<uint32_t>(next(4));
+  a.swizzle = static_cast<uint32_t>(next(8));
+  a.l2_promotion = static_cast<uint32_t>(next(5));
+  a.oob_fill = static_cast<uint32_t>(next(3));
+  a.wide_mode = static_cast<uint32_t>(next(3));
+  uint8_t bytes[128];
+  if (tmaguard::encode(a, bytes) != 0) return 0;
+  const tmaguard::DecodeResult d = tmaguard::decode(bytes);
+  if (!d.ok() || d.view.rank != a.rank || d.view.address != a.address || d.view.dims[0] != a.dims[0] ||
+      d.view.swizzle != a.swizzle || d.view.tile_bytes != d.view.computed_tile_bytes())
+    std::abort();  // an encode the stand-in accepts must decode to its own arguments
+  return 0;
+}
