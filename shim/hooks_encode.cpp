@@ -6,6 +6,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
+
+#include <pthread.h>
 
 #include "driver.h"
 #include "kernel_cache.h"
@@ -47,8 +50,59 @@ const char* api_name(Api a) {
   }
 }
 
-// Success: remember the bytes. Failure: say in one line which documented requirement the arguments break; the
-// arguments are gathered only then (never on the success path, which Triton takes on every launch).
+// Where an address lives: the driver's allocation range, cached (a job encodes the same tensors over and over).
+struct Range {
+  uint64_t start = 0, end = 0;
+};
+std::mutex g_range_mu;
+Range g_ranges[64];
+unsigned g_range_next = 0;
+
+// false: the driver does not know this address as memory it allocated (host, freed or foreign pointer).
+void range_lock() { g_range_mu.lock(); }
+void range_unlock() { g_range_mu.unlock(); }
+
+bool allocation_of(uint64_t addr, Range* out) {
+  static std::once_flag fork_safe;  // never hold the lock across fork
+  std::call_once(fork_safe, [] { pthread_atfork(range_lock, range_unlock, range_unlock); });
+  {
+    std::lock_guard<std::mutex> lock(g_range_mu);
+    for (const Range& r : g_ranges)
+      if (addr >= r.start && addr < r.end) {
+        *out = r;
+        return true;
+      }
+  }
+  auto get = TG_REAL(cuPointerGetAttribute);
+  if (!get) return true;  // cannot tell: say nothing
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  if (get(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, static_cast<CUdeviceptr>(addr)) != CUDA_SUCCESS ||
+      get(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, static_cast<CUdeviceptr>(addr)) != CUDA_SUCCESS)
+    return false;
+  *out = {static_cast<uint64_t>(start), static_cast<uint64_t>(start) + size};
+  std::lock_guard<std::mutex> lock(g_range_mu);
+  g_ranges[g_range_next++ % 64] = *out;
+  return true;
+}
+
+// Each (entry point, kind of warning) is reported once per process: a job that encodes thousands of host-pointer
+// maps gets one line, and the check of a repeat costs one atomic load (no formatting).
+constexpr int kNotAllocated = 6, kBeyondAllocation = 7;
+std::atomic<uint32_t> g_warned{0};  // bit (api * 8 + kind)
+
+template <typename Message>
+void warn_once(Api api, int kind, Message&& message) {
+  const uint32_t bit = 1u << ((api % 4) * 8 + kind);
+  if (g_warned.fetch_or(bit, std::memory_order_relaxed) & bit) return;
+  report_notice(fmt::format("encode-warning|{}|{}", api_name(api), kind), "encode-warning",
+                fmt::format("{} accepted, but {}", api_name(api), message()));
+}
+
+// Success: remember the bytes and, the first time these bytes are seen, warn about arguments the driver accepts
+// but that are almost certainly bugs. Failure: say in one line which documented requirement the arguments break.
+// The arguments are gathered only for new bytes or a failure, never for a repeat encode (Triton re-encodes every
+// launch).
 template <typename Gather>
 void after_encode(Api api, CUresult rc, const CUtensorMap* map, Gather&& gather) {
   if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_INVALID_VALUE) return;
@@ -56,7 +110,25 @@ void after_encode(Api api, CUresult rc, const CUtensorMap* map, Gather&& gather)
   if (scope.nested() || !armed()) return;
   try {
     if (rc == CUDA_SUCCESS) {
-      if (map) record(content_hash(reinterpret_cast<const uint8_t*>(map)), api);
+      if (!map) return;
+      const uint64_t h = content_hash(reinterpret_cast<const uint8_t*>(map));
+      if (lookup(h) == api) return;
+      record(h, api);
+      const EncodeArgs a = gather();
+      for (const EncodeProblem& p : encode_warnings(a)) warn_once(api, p.kind, [&] { return p.message; });
+      Range r;
+      if (a.address && !allocation_of(a.address, &r)) {
+        warn_once(api, kNotAllocated, [&] {
+          return fmt::format("globalAddress 0x{:x} is not memory the CUDA driver allocated (a host, freed or foreign "
+                             "pointer?)", a.address);
+        });
+      } else if (a.address && a.address + footprint_bytes(a) > r.end) {
+        warn_once(api, kBeyondAllocation, [&] {
+          return fmt::format("the map spans [0x{:x}, 0x{:x}), {} bytes past the end of its allocation [0x{:x}, 0x{:x})",
+                             a.address, a.address + footprint_bytes(a), a.address + footprint_bytes(a) - r.end,
+                             r.start, r.end);
+        });
+      }
       return;
     }
     const EncodeProblem p = validate_encode(gather());

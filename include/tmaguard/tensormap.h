@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tmaguard {
 
@@ -54,11 +55,21 @@ struct EncodeArgs {
 struct EncodeProblem {
   std::string field;    // e.g. "boxDim[0]"
   std::string message;  // one line: the value and the rule it breaks
+  int kind = 0;         // for encode_warnings(): an EncodeWarning, so repeats can be told apart without the text
   explicit operator bool() const { return !field.empty(); }
 };
 
 //! The first rule (in the driver's own order as measured on an H200, driver 580) that the arguments break.
 EncodeProblem validate_encode(const EncodeArgs& a);
+
+enum EncodeWarning : int { kNullAddress = 1, kZeroStride, kOverlappingRows, kBoxBeyondTensor };
+
+//! Arguments the driver accepts but that are almost certainly bugs: NULL address, stride 0, rows that overlap
+//! (judged in stride order), a box larger than the tensor. One line each; empty when none.
+std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a);
+
+//! Bytes from the base address to one past the last element the arguments describe.
+uint64_t footprint_bytes(const EncodeArgs& a);
 
 //! Encodes like the real driver: 0 (CUDA_SUCCESS) and 128 bytes, or 1 (CUDA_ERROR_INVALID_VALUE) with the first
 //! 12 bytes written and `problem` set. Byte format pinned to H200 captures (tests/data/encode_golden_h200.txt).

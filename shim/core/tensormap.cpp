@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace tmaguard {
@@ -168,6 +169,60 @@ EncodeProblem validate_encode(const EncodeArgs& a) {
   if (tile > kMaxTileBytesSm90)
     return problem("boxDim", fmt::format("tile of {} B exceeds the {} B limit", tile, kMaxTileBytesSm90));
   return {};
+}
+
+uint64_t footprint_bytes(const EncodeArgs& a) {
+  const uint64_t es = static_cast<uint64_t>(element_size(static_cast<DataType>(a.dtype)));
+  uint64_t end = es;
+  for (uint32_t i = 0; i < a.rank && i < kMaxRank; ++i)
+    if (a.dims[i]) end += (a.dims[i] - 1) * (i == 0 ? es : a.strides[i - 1]);
+  return end;
+}
+
+std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a) {
+  std::vector<EncodeProblem> out;
+  const uint32_t r = a.rank < kMaxRank ? a.rank : kMaxRank;
+  const uint64_t es = static_cast<uint64_t>(element_size(static_cast<DataType>(a.dtype)));
+  if (a.address == 0)
+    out.push_back({"globalAddress", "globalAddress is NULL: the driver encodes it, every access through the map faults",
+                   kNullAddress});
+  // Rows overlap when a dimension's stride is smaller than the bytes spanned by the dimensions with smaller
+  // strides. Judged in stride order, not argument order: FA4's K-major maps are {d, s, h, b} with strides
+  // {2hd, 2d, 2shd}, not increasing yet perfectly valid (so "strides not increasing" alone is no warning).
+  uint32_t order[kMaxRank];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i + 1 < r; ++i) {
+    if (a.strides[i] == 0) {
+      out.push_back({fmt::format("globalStrides[{}]", i),
+                     fmt::format("globalStrides[{}] = 0: dimension {} is broadcast (all its indices share memory); a TMA "
+                                 "store through this map writes the same bytes from every tile", i, i + 1),
+                     kZeroStride});
+      continue;
+    }
+    order[n++] = i;
+  }
+  for (uint32_t k = 1; k < n; ++k)  // insertion sort by stride (at most 4 entries)
+    for (uint32_t j = k; j > 0 && a.strides[order[j]] < a.strides[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
+  uint64_t span = a.dims[0] * es;  // bytes spanned by dim 0 and every dimension already placed
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t i = order[k];
+    if (a.strides[i] < span) {
+      out.push_back({fmt::format("globalStrides[{}]", i),
+                     fmt::format("globalStrides[{}] = {} < {} bytes spanned by the dimensions with smaller strides: "
+                                 "rows overlap, so stores through this map overwrite each other", i, a.strides[i], span),
+                     kOverlappingRows});
+      break;
+    }
+    span = std::max(span, a.strides[i] * a.dims[i + 1]);
+  }
+  if (a.kind == MapKind::kTiled)
+    for (uint32_t i = 0; i < r; ++i)
+      if (a.dims[i] && a.box[i] > a.dims[i])
+        out.push_back({fmt::format("boxDim[{}]", i),
+                       fmt::format("boxDim[{}] = {} > globalDim[{}] = {}: most of every tile is out of bounds (filled, "
+                                   "or dropped on stores)", i, a.box[i], i, a.dims[i]),
+                       kBoxBeyondTensor});
+  return out;
 }
 
 int encode(const EncodeArgs& a, uint8_t out[kTensorMapBytes], EncodeProblem* problem_out) {

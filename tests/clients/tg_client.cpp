@@ -430,6 +430,36 @@ int scenario(const std::string& sc) {
     std::printf("CHILD_STATUS exited=%d code=%d signaled=%d sig=%d\n", WIFEXITED(status), WEXITSTATUS(status),
                 WIFSIGNALED(status), WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     total_ran = ran(good);
+  } else if (sc == "encode_suspicious") {  // accepted-but-suspicious arguments, and one the driver refuses
+    auto enc = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(resolve("cuTensorMapEncodeTiled", false, 12000));
+    static auto reg = reinterpret_cast<decltype(&fakecuda_register_memory)>(dlsym(g_lib, "fakecuda_register_memory"));
+    reg(0x7e0000000000ULL, 4096);  // a 4 KiB allocation
+    alignas(16) static uint8_t host[1024];
+    struct Case {
+      uint64_t addr, d0, d1, stride;
+      cuuint32_t b0, b1;
+    } cases[] = {
+        {0, 128, 64, 256, 64, 32},                                   // NULL
+        {0x7f0000000000ULL, 128, 64, 0, 64, 32},                    // stride 0
+        {0x7f0000100000ULL, 128, 64, 128, 64, 32},                  // rows overlap (256 B rows, 128 B apart)
+        {0x7f0000200000ULL, 16, 8, 32, 64, 32},                     // box larger than the tensor
+        {reinterpret_cast<uint64_t>(host), 128, 2, 256, 64, 2},     // host pointer
+        {0x7e0000000000ULL, 128, 64, 256, 64, 32},                  // 16 KiB map on a 4 KiB allocation
+        {0x7f0000300000ULL, 128, 64, 256, 128, 32},                 // refused: 256 B inner box > 128B swizzle
+        {0x7f0000400000ULL, 128, 64, 256, 64, 32},                  // healthy
+    };
+    for (const Case& c : cases) {
+      CUtensorMap m;
+      const cuuint64_t dims[2] = {c.d0, c.d1}, strides[1] = {c.stride};
+      const cuuint32_t box[2] = {c.b0, c.b1}, es[2] = {1, 1};
+      for (int rep = 0; rep < 2; ++rep) {  // a repeat must not report again
+        const CUresult rc = enc(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, reinterpret_cast<void*>(c.addr), dims, strides,
+                                box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (rep == 0) std::printf("ENCODE rc=%d\n", static_cast<int>(rc));
+      }
+    }
+    return 0;
   } else if (sc == "getproc_semantics") {
     return getproc_semantics();
   } else {
@@ -460,6 +490,9 @@ int main(int argc, char** argv) {
   if (!g_lib) die("cannot dlopen libcuda.so.1");
   auto init = reinterpret_cast<PFN_cuInit_v2000>(g_path == "direct" ? direct_symbol("cuInit") : dlsym(g_lib, "cuInit"));
   if (!init || init(0) != CUDA_SUCCESS) die("cuInit failed");
+  // The tensors of every scenario live in [0x7f0000000000, +1 GiB): "device memory" for the stand-in.
+  if (auto reg = reinterpret_cast<decltype(&fakecuda_register_memory)>(dlsym(g_lib, "fakecuda_register_memory")))
+    reg(0x7f0000000000ULL, 1ULL << 30);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   return scenario(argv[3]);
 }

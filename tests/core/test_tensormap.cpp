@@ -140,3 +140,22 @@ TEST(Validate, ExplainsTheFirstBrokenRuleInOneLine) {
   a.dims[0] = (1ULL << 32) + 1;
   EXPECT_EQ(validate_encode(a).field, "globalDim[0]");
 }
+
+TEST(EncodeWarnings, ValidPermutedLayoutsAreNotFlagged) {
+  // FA4's K-major dK: dims {d, s, h, b}, strides {2hd, 2d, 2shd}: not increasing, and valid.
+  EncodeArgs a;
+  a.dtype = 9;
+  a.rank = 4;
+  a.address = 0x7f0000000000ULL;
+  a.dims = {128, 256, 4, 2};
+  a.strides = {1024, 256, 262144};
+  a.box = {64, 128, 1, 1};
+  a.element_strides = {1, 1, 1, 1};
+  EXPECT_TRUE(encode_warnings(a).empty());
+  a.strides = {1024, 128, 262144};  // heads 128 B apart but each head row is 256 B: overlap
+  const auto w = encode_warnings(a);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].kind, kOverlappingRows);
+  EXPECT_EQ(w[0].message, "globalStrides[1] = 128 < 256 bytes spanned by the dimensions with smaller strides: rows "
+                          "overlap, so stores through this map overwrite each other");
+}

@@ -50,6 +50,7 @@ CUresult fake_cuFuncGetParamInfo(CUfunction, std::size_t, std::size_t*, std::siz
 CUresult fake_cuKernelGetParamInfo(CUkernel, std::size_t, std::size_t*, std::size_t*);
 #endif
 FAKE_EXPORT(cuKernelGetFunction, PFN_cuKernelGetFunction_v12000)
+FAKE_EXPORT(cuPointerGetAttribute, PFN_cuPointerGetAttribute_v4000)
 FAKE_EXPORT(cuGraphAddKernelNode, PFN_cuGraphAddKernelNode_v10000)
 FAKE_EXPORT(cuGraphAddKernelNode_v2, PFN_cuGraphAddKernelNode_v12000)
 FAKE_EXPORT(cuGraphKernelNodeSetParams, PFN_cuGraphKernelNodeSetParams_v10000)
@@ -121,6 +122,7 @@ const ProcEntry kProcs[] = {
     {"cuKernelGetParamInfo", 12040, P(cuKernelGetParamInfo), nullptr},
 #endif
     {"cuKernelGetFunction", 12000, P(cuKernelGetFunction), nullptr},
+    {"cuPointerGetAttribute", 4000, P(cuPointerGetAttribute), nullptr},
     {"cuGraphAddKernelNode", 10000, P(cuGraphAddKernelNode), nullptr, 12000, P(cuGraphAddKernelNode_v2)},
     {"cuGraphKernelNodeSetParams", 10000, P(cuGraphKernelNodeSetParams), nullptr, 12000, P(cuGraphKernelNodeSetParams_v2)},
     {"cuGraphExecKernelNodeSetParams", 10010, P(cuGraphExecKernelNodeSetParams), nullptr, 12000,
@@ -425,4 +427,31 @@ CUresult fake_cuGraphAddNode_v2(CUgraphNode* n, CUgraph, const CUgraphNode*, con
 CUresult fake_cuGraphNodeSetParams(CUgraphNode, CUgraphNodeParams* p) { return generic("cuGraphNodeSetParams", p); }
 CUresult fake_cuGraphExecNodeSetParams(CUgraphExec, CUgraphNode, CUgraphNodeParams* p) {
   return generic("cuGraphExecNodeSetParams", p);
+}
+
+namespace {
+std::vector<std::pair<unsigned long long, unsigned long long>>* g_memory = nullptr;  // [start, end)
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) void fakecuda_register_memory(unsigned long long addr,
+                                                                                unsigned long long size) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_memory) g_memory = new std::vector<std::pair<unsigned long long, unsigned long long>>;
+  g_memory->emplace_back(addr, addr + size);
+}
+
+// Range queries only, as tmaguard uses them. An address the "driver" never allocated is INVALID_VALUE.
+CUresult fake_cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdeviceptr ptr) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!data) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_memory)
+    for (const auto& [start, end] : *g_memory) {
+      if (ptr < start || ptr >= end) continue;
+      if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *static_cast<CUdeviceptr*>(data) = start;
+      else if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE) *static_cast<size_t*>(data) = end - start;
+      else return CUDA_ERROR_NOT_SUPPORTED;
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_INVALID_VALUE;
 }

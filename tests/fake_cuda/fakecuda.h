@@ -8,6 +8,8 @@ extern "C" {
 void* fakecuda_define_kernel(const char* name, int nparams, const std::size_t* sizes, int as_cukernel);
 //! How many launches of this handle reached the stand-in driver (the kernel "ran").
 unsigned long fakecuda_launches(void* handle);
+//! Declares [addr, addr + size) as device memory the driver allocated (cuPointerGetAttribute answers for it).
+void fakecuda_register_memory(unsigned long long addr, unsigned long long size);
 //! How many launches came through the named entry point (e.g. "cuLaunchKernel_ptsz").
 unsigned long fakecuda_launches_via(const char* entry);
 }

@@ -89,6 +89,8 @@ TEST_P(Paths, CleanFa4LaunchRunsWithoutReport) {
   EXPECT_EQ(r.ran, 3) << describe(r);
   EXPECT_EQ(r.via, 3) << "every launch must reach the driver entry point asked for (_ptsz included)\n" << describe(r);
   EXPECT_TRUE(r.events("violation").empty()) << describe(r);
+  EXPECT_TRUE(r.events("encode-warning").empty()) << "healthy FA4 maps (strides not increasing) draw no warning\n"
+                                                  << describe(r);
   const auto s = r.events("summary");
   ASSERT_EQ(s.size(), 1u) << describe(r);
   EXPECT_EQ(s[0]["launches_seen"], 3) << "the launches must have gone through tmaguard\n" << describe(r);
@@ -541,5 +543,35 @@ std::vector<std::pair<std::string, std::string>> graph_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(AllGraphEntries, Graph, ::testing::ValuesIn(graph_cases()),
                          [](const auto& info) { return info.param.first + "_" + info.param.second; });
+
+}  // namespace
+
+namespace {
+
+TEST(Explainer, FailedEncodesExplainedSuspiciousOnesWarnedOnceCodesUnchanged) {
+  const ClientRun r = run_client({"getproc", "launch", "encode_suspicious"}, {{"TMAGUARD_MODE", "log"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.p.out, "ENCODE rc=0\nENCODE rc=0\nENCODE rc=0\nENCODE rc=0\nENCODE rc=0\nENCODE rc=0\nENCODE rc=1\nENCODE rc=0\n")
+      << "the driver's return codes pass through unchanged";
+  std::vector<std::string> warnings;
+  for (const auto& e : r.events("encode-warning")) warnings.push_back(e["message"]);
+  const std::string p = "cuTensorMapEncodeTiled accepted, but ";
+  ASSERT_EQ(warnings.size(), 6u) << "one per kind: the second box warning (boxDim[1]) is not repeated\n" << describe(r);
+  EXPECT_EQ(warnings[0], p + "globalAddress is NULL: the driver encodes it, every access through the map faults");
+  EXPECT_EQ(warnings[1], p + "globalStrides[0] = 0: dimension 1 is broadcast (all its indices share memory); a TMA store "
+                             "through this map writes the same bytes from every tile");
+  EXPECT_EQ(warnings[2], p + "globalStrides[0] = 128 < 256 bytes spanned by the dimensions with smaller strides: rows "
+                             "overlap, so stores through this map overwrite each other");
+  EXPECT_EQ(warnings[3], p + "boxDim[0] = 64 > globalDim[0] = 16: most of every tile is out of bounds (filled, or "
+                             "dropped on stores)");
+  EXPECT_EQ(warnings[4].rfind(p + "globalAddress 0x", 0), 0u);
+  EXPECT_NE(warnings[4].find("is not memory the CUDA driver allocated"), std::string::npos);
+  EXPECT_EQ(warnings[5], p + "the map spans [0x7e0000000000, 0x7e0000004000), 12288 bytes past the end of its "
+                             "allocation [0x7e0000000000, 0x7e0000001000)");
+  const auto rejected = r.events("encode-rejected");
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_EQ(rejected[0]["message"], "cuTensorMapEncodeTiled returned 1 (CUDA_ERROR_INVALID_VALUE): boxDim[0]=128 x 2 B "
+                                    "= 256 B exceeds the 128B swizzle span (128 B)");
+}
 
 }  // namespace
