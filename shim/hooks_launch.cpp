@@ -67,16 +67,17 @@ void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMap
 // Returns true when the launch must not run.
 bool check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
   Stats& st = stats();
-  st.launches_seen.fetch_add(1, std::memory_order_relaxed);
-  const KernelInfo* k = kernel_info(f);
+  bump(st.launches_seen);
+  bool has_maps = false;
+  const KernelInfo* k = kernel_info(f, &has_maps);
   const bool inspecting = mode() == Mode::kInspect;
-  if (k->map_params.empty()) {
+  if (!has_maps) {
     if (inspecting) inspect(k, geom, {}, {});
     return false;
   }
   const ExtraBuffer eb = kernel_params ? ExtraBuffer{} : parse_extra(extra);
   if (!kernel_params && !eb.data) return false;  // the driver will refuse this launch itself
-  st.launches_checked.fetch_add(1, std::memory_order_relaxed);
+  bump(st.launches_checked);
 
   const std::size_t n = k->map_params.size();
   const uint8_t* inline_ptrs[kMaxInlineMaps];
@@ -109,7 +110,7 @@ bool check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_pa
     maps[i].decoded = decode(ptrs[i]);
     hashes[i] = content_hash(ptrs[i]);
   }
-  st.maps_decoded.fetch_add(n, std::memory_order_relaxed);
+  bump(st.maps_decoded, n);
   if (inspecting) inspect(k, geom, maps, hashes);
   std::vector<Finding> findings;
   if (!k->rules.empty()) evaluate_rules(rules(), k->rules, k->name, maps, findings);

@@ -81,6 +81,7 @@ std::atomic<uint64_t> g_clean[kCleanSlots];
 struct FrontEntry {
   CUfunction f;
   const KernelInfo* info;
+  bool has_maps;
 };
 constexpr std::size_t kFront = 8;
 thread_local FrontEntry t_front[kFront] __attribute__((tls_model("initial-exec")));
@@ -89,11 +90,15 @@ const KernelInfo* kernel_info_shared(CUfunction f);
 
 }  // namespace
 
-const KernelInfo* kernel_info(CUfunction f) {
+const KernelInfo* kernel_info(CUfunction f, bool* has_maps) {
   FrontEntry& e = t_front[(reinterpret_cast<uintptr_t>(f) >> 4) & (kFront - 1)];
-  if (e.f == f && e.info) return e.info;
+  if (e.f == f && e.info) {
+    *has_maps = e.has_maps;
+    return e.info;
+  }
   const KernelInfo* info = kernel_info_shared(f);
-  e = {f, info};
+  e = {f, info, !info->map_params.empty()};
+  *has_maps = e.has_maps;
   return info;
 }
 

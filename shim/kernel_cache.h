@@ -19,8 +19,9 @@ struct KernelInfo {
 };
 
 //! Facts for a launch handle (CUfunction, or a CUkernel passed where a CUfunction is expected). Never null.
-//! Read-mostly: a lock-free table, filled on a kernel's first launch.
-const KernelInfo* kernel_info(CUfunction f);
+//! Read-mostly: a lock-free table, filled on a kernel's first launch. `has_maps` comes from a per-thread cache
+//! line, so a launch of a kernel without tensor maps never touches the (often cold) KernelInfo itself.
+const KernelInfo* kernel_info(CUfunction f, bool* has_maps);
 
 //! Set of launch keys that were checked and found clean: a repeated launch costs a hash and a lookup.
 bool clean_cache_contains(uint64_t key);

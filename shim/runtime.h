@@ -52,6 +52,11 @@ struct alignas(64) Stats {
 };
 //! This thread's shard.
 Stats& stats();
+//! Adds to a counter of this thread's shard without a locked instruction: each launching thread owns its shard
+//! (64 of them), so counts are exact up to 64 launching threads and may undercount beyond.
+inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
 
 //! Reports findings (deduplicated by rule, kernel, parameter) and applies the mode to error findings.
 //! Returns true when the launch must not run (reject). In abort mode it flushes and aborts the process.
