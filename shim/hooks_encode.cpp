@@ -140,28 +140,6 @@ void after_encode(Api api, CUresult rc, const CUtensorMap* map, Gather&& gather)
   }
 }
 
-// Copies the caller's arrays defensively: NULL arrays stay zero, and at most kMaxRank entries are read.
-EncodeArgs gather_common(MapKind kind, CUtensorMapDataType dt, cuuint32_t rank, void* addr, const cuuint64_t* dims,
-                         const cuuint64_t* strides, const cuuint32_t* es, CUtensorMapInterleave il,
-                         CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
-  EncodeArgs a;
-  a.kind = kind;
-  a.dtype = static_cast<uint32_t>(dt);
-  a.rank = rank;
-  a.address = reinterpret_cast<uint64_t>(addr);
-  const uint32_t n = rank < kMaxRank ? rank : kMaxRank;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (dims) a.dims[i] = dims[i];
-    if (es) a.element_strides[i] = es[i];
-    if (strides && i + 1 < n) a.strides[i] = strides[i];
-  }
-  a.interleave = il;
-  a.swizzle = sw;
-  a.l2_promotion = l2;
-  a.oob_fill = oob;
-  return a;
-}
-
 }  // namespace
 
 std::string provenance_for(uint64_t hash) {
@@ -185,7 +163,7 @@ CUresult TG_WRAPPER(cuTensorMapEncodeTiled)(CUtensorMap* map, CUtensorMapDataTyp
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   const CUresult rc = real(map, dt, rank, addr, dims, strides, box, es, il, sw, l2, oob);
   after_encode(kTiled, rc, map, [&] {
-    EncodeArgs a = gather_common(MapKind::kTiled, dt, rank, addr, dims, strides, es, il, sw, l2, oob);
+    EncodeArgs a = encode_args(MapKind::kTiled, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2, oob);
     for (uint32_t i = 0; box && i < rank && i < kMaxRank; ++i) a.box[i] = box[i];
     return a;
   });
@@ -201,7 +179,7 @@ CUresult TG_WRAPPER(cuTensorMapEncodeIm2col)(CUtensorMap* map, CUtensorMapDataTy
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   const CUresult rc = real(map, dt, rank, addr, dims, strides, lower, upper, cpp, ppc, es, il, sw, l2, oob);
   after_encode(kIm2col, rc, map, [&] {
-    EncodeArgs a = gather_common(MapKind::kIm2col, dt, rank, addr, dims, strides, es, il, sw, l2, oob);
+    EncodeArgs a = encode_args(MapKind::kIm2col, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2, oob);
     for (uint32_t i = 0; i + 2 < rank && i < 3; ++i) {
       if (lower) a.lower_corner[i] = lower[i];
       if (upper) a.upper_corner[i] = upper[i];
@@ -223,7 +201,8 @@ CUresult TG_WRAPPER(cuTensorMapEncodeIm2colWide)(CUtensorMap* map, CUtensorMapDa
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   const CUresult rc = real(map, dt, rank, addr, dims, strides, lower_w, upper_w, cpp, ppc, es, il, mode, sw, l2, oob);
   after_encode(kIm2colWide, rc, map, [&] {
-    EncodeArgs a = gather_common(MapKind::kIm2colWide, dt, rank, addr, dims, strides, es, il, sw, l2, oob);
+    EncodeArgs a = encode_args(MapKind::kIm2colWide, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2,
+                               oob);
     a.lower_corner[0] = lower_w;
     a.upper_corner[0] = upper_w;
     a.channels_per_pixel = cpp;

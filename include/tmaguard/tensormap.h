@@ -51,6 +51,12 @@ struct EncodeArgs {
   uint32_t interleave = 0, swizzle = 0, l2_promotion = 0, oob_fill = 0;
 };
 
+//! EncodeArgs from a cuTensorMapEncode* call's own arguments (box, corners and im2col sizes are set by the caller).
+//! Defensive, as a caller's arrays may be anything: NULL arrays stay zero, at most kMaxRank entries are read.
+EncodeArgs encode_args(MapKind kind, uint32_t dtype, uint32_t rank, uint64_t address, const uint64_t* dims,
+                       const uint64_t* strides, const uint32_t* element_strides, uint32_t interleave, uint32_t swizzle,
+                       uint32_t l2_promotion, uint32_t oob_fill);
+
 //! Why the driver rejects a set of encode arguments; empty `field` means they are accepted.
 struct EncodeProblem {
   std::string field;    // e.g. "boxDim[0]"

@@ -171,6 +171,27 @@ EncodeProblem validate_encode(const EncodeArgs& a) {
   return {};
 }
 
+EncodeArgs encode_args(MapKind kind, uint32_t dtype, uint32_t rank, uint64_t address, const uint64_t* dims,
+                       const uint64_t* strides, const uint32_t* element_strides, uint32_t interleave, uint32_t swizzle,
+                       uint32_t l2_promotion, uint32_t oob_fill) {
+  EncodeArgs a;
+  a.kind = kind;
+  a.dtype = dtype;
+  a.rank = rank;
+  a.address = address;
+  const uint32_t n = rank < kMaxRank ? rank : kMaxRank;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (dims) a.dims[i] = dims[i];
+    if (element_strides) a.element_strides[i] = element_strides[i];
+    if (strides && i + 1 < n) a.strides[i] = strides[i];
+  }
+  a.interleave = interleave;
+  a.swizzle = swizzle;
+  a.l2_promotion = l2_promotion;
+  a.oob_fill = oob_fill;
+  return a;
+}
+
 uint64_t footprint_bytes(const EncodeArgs& a) {
   const uint64_t es = static_cast<uint64_t>(element_size(static_cast<DataType>(a.dtype)));
   uint64_t end = es;

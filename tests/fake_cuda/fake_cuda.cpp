@@ -168,21 +168,6 @@ CUresult encode(const tmaguard::EncodeArgs& a, CUtensorMap* map) {
   return static_cast<CUresult>(tmaguard::encode(a, reinterpret_cast<uint8_t*>(map)));
 }
 
-tmaguard::EncodeArgs gather(tmaguard::MapKind kind, CUtensorMapDataType dt, cuuint32_t rank, void* addr,
-                            const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* es) {
-  tmaguard::EncodeArgs a;
-  a.kind = kind;
-  a.dtype = dt;
-  a.rank = rank;
-  a.address = reinterpret_cast<uint64_t>(addr);
-  for (uint32_t i = 0; i < rank && i < 5; ++i) {
-    a.dims[i] = dims ? dims[i] : 0;
-    a.element_strides[i] = es ? es[i] : 0;
-    if (i + 1 < rank) a.strides[i] = strides ? strides[i] : 0;
-  }
-  return a;
-}
-
 CUresult param_info(FakeKernel* k, std::size_t i, std::size_t* off, std::size_t* size) {
   if (i >= k->sizes.size()) return CUDA_ERROR_INVALID_VALUE;
   if (off) *off = k->offsets[i];
@@ -286,12 +271,9 @@ CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType dt, c
                                      const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
                                      const cuuint32_t* es, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
                                      CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
-  tmaguard::EncodeArgs a = gather(tmaguard::MapKind::kTiled, dt, rank, addr, dims, strides, es);
-  for (uint32_t i = 0; i < rank && i < 5; ++i) a.box[i] = box ? box[i] : 0;
-  a.interleave = il;
-  a.swizzle = sw;
-  a.l2_promotion = l2;
-  a.oob_fill = oob;
+  tmaguard::EncodeArgs a = tmaguard::encode_args(tmaguard::MapKind::kTiled, dt, rank, reinterpret_cast<uint64_t>(addr),
+                                                 dims, strides, es, il, sw, l2, oob);
+  for (uint32_t i = 0; box && i < rank && i < 5; ++i) a.box[i] = box[i];
   return encode(a, map);
 }
 CUresult fake_cuTensorMapEncodeIm2col(CUtensorMap* map, CUtensorMapDataType dt, cuuint32_t rank, void* addr,
@@ -299,17 +281,14 @@ CUresult fake_cuTensorMapEncodeIm2col(CUtensorMap* map, CUtensorMapDataType dt, 
                                       const int* upper, cuuint32_t cpp, cuuint32_t ppc, const cuuint32_t* es,
                                       CUtensorMapInterleave il, CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
                                       CUtensorMapFloatOOBfill oob) {
-  tmaguard::EncodeArgs a = gather(tmaguard::MapKind::kIm2col, dt, rank, addr, dims, strides, es);
+  tmaguard::EncodeArgs a = tmaguard::encode_args(tmaguard::MapKind::kIm2col, dt, rank, reinterpret_cast<uint64_t>(addr),
+                                                 dims, strides, es, il, sw, l2, oob);
   for (uint32_t i = 0; i + 2 < rank && i < 3; ++i) {
     a.lower_corner[i] = lower ? lower[i] : 0;
     a.upper_corner[i] = upper ? upper[i] : 0;
   }
   a.channels_per_pixel = cpp;
   a.pixels_per_column = ppc;
-  a.interleave = il;
-  a.swizzle = sw;
-  a.l2_promotion = l2;
-  a.oob_fill = oob;
   return encode(a, map);
 }
 CUresult fake_cuTensorMapEncodeIm2colWide(CUtensorMap* map, CUtensorMapDataType dt, cuuint32_t rank, void* addr,
@@ -317,16 +296,13 @@ CUresult fake_cuTensorMapEncodeIm2colWide(CUtensorMap* map, CUtensorMapDataType 
                                           cuuint32_t cpp, cuuint32_t ppc, const cuuint32_t* es, CUtensorMapInterleave il,
                                           CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle sw,
                                           CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
-  tmaguard::EncodeArgs a = gather(tmaguard::MapKind::kIm2colWide, dt, rank, addr, dims, strides, es);
+  tmaguard::EncodeArgs a = tmaguard::encode_args(tmaguard::MapKind::kIm2colWide, dt, rank,
+                                                 reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2, oob);
   a.lower_corner[0] = lo;
   a.upper_corner[0] = up;
   a.channels_per_pixel = cpp;
   a.pixels_per_column = ppc;
   a.wide_mode = mode;
-  a.interleave = il;
-  a.swizzle = sw;
-  a.l2_promotion = l2;
-  a.oob_fill = oob;
   return encode(a, map);
 }
 CUresult fake_cuTensorMapReplaceAddress(CUtensorMap* map, void* addr) {
