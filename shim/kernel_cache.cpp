@@ -1,6 +1,8 @@
 // tmaguard shim: lock-free kernel-info table and the clean-launch cache (bounded, insert-only).
 #include "kernel_cache.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
@@ -126,6 +128,10 @@ const KernelInfo* kernel_info_shared(CUfunction f) {
     delete built;
     if (expected == key) break;
   }
+  static std::once_flag fork_safe;  // never hold the overflow lock across fork
+  std::call_once(fork_safe, [] {
+    pthread_atfork([] { g_overflow_mu.lock(); }, [] { g_overflow_mu.unlock(); }, [] { g_overflow_mu.unlock(); });
+  });
   std::lock_guard<std::mutex> lock(g_overflow_mu);
   if (!g_overflow) g_overflow = new std::unordered_map<uintptr_t, const KernelInfo*>;
   auto it = g_overflow->find(key);
