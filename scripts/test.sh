@@ -6,11 +6,17 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TMAGUARD_BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
-(cd "$build" && ctest --output-on-failure -j2)
+ctest_log=$(mktemp)
+(cd "$build" && ctest --output-on-failure -j2 | tee "$ctest_log")
+n_ctest=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' "$ctest_log")
+rm -f "$ctest_log"
 asan="$build-asan"
 cmake -S "$root" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTMAGUARD_SANITIZE=ON >/dev/null
 ninja -C "$asan" core_tests
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 "$asan/tests/core_tests" --gtest_brief=1
+asan_log=$(mktemp)
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 "$asan/tests/core_tests" --gtest_brief=1 | tee "$asan_log"
+n_asan=$(sed -n 's/.*PASSED  \] \([0-9]*\) test.*/\1/p' "$asan_log")
+rm -f "$asan_log"
 fuzz="$build-fuzz"
 CC=clang CXX=clang++ cmake -S "$root" -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTMAGUARD_FUZZ=ON \
   -DTMAGUARD_SANITIZE=ON >/dev/null
@@ -27,3 +33,5 @@ for t in rules decode; do
   fi
 done
 echo "fuzz: no crash, hang or sanitizer report"
+# Reaching this line means every step passed (set -e): ctest's tests, the ASan/UBSan core tests, two fuzzers.
+echo "tests: $((n_ctest + n_asan + 2)) passed, 0 failed"
