@@ -179,7 +179,8 @@ CUresult graph_node(const GraphEntry& g, CUfunction f, void** kp, void** ex) {
   void* fn = g_path == "dlsym" ? dlsym(g_lib, g.exact) : resolve(g.base, false, g.version);
   if (!fn) die("cannot resolve the graph entry point");
   CUDA_KERNEL_NODE_PARAMS_v2 p2{};
-  p2.func = f;
+  if (g_cukernel && std::getenv("TG_NODE_KERN")) p2.kern = reinterpret_cast<CUkernel>(f);  // func NULL: `kern` runs
+  else p2.func = f;
   p2.gridDimX = 2;
   p2.gridDimY = p2.gridDimZ = 1;
   p2.blockDimX = 128;
@@ -374,6 +375,11 @@ int scenario(const std::string& sc) {
     const CUtensorMap a = encode_map(bshd(0x7f0000000000ULL, 2, 256, 4, 128));
     const CUtensorMap t = encode_map(bshd(0x7f0001000000ULL, 2, 256, 4, 128, true));
     run(make_kernel("matmul_kernel_tma", {a, a, t, a}), 3);
+  } else if (sc == "triton_b_transposed" || sc == "triton_ok") {  // C = A @ B.T through three descriptors
+    const CUtensorMap a = encode_map(bshd(0x7f0000000000ULL, 2, 256, 4, 128));
+    const CUtensorMap b = encode_map(bshd(0x7f0001000000ULL, 2, 256, 4, 128, sc == "triton_b_transposed"));
+    const CUtensorMap c = encode_map(bshd(0x7f0002000000ULL, 2, 256, 4, 128));
+    run(make_kernel("matmul_kernel_tma", {a, b, c}), 2);
   } else if (sc == "inline_bad_descriptor") {  // inline-filled map the driver would refuse: box > swizzle span
     tmaguard::EncodeArgs a;
     a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;

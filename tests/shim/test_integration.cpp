@@ -575,3 +575,30 @@ TEST(Explainer, FailedEncodesExplainedSuspiciousOnesWarnedOnceCodesUnchanged) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Rules, TritonExampleFileCatchesATransposedB) {
+  const std::string rules = std::string(TG_SOURCE_DIR) + "/rules/examples/triton_matmul.toml";
+  const ClientRun ok = run_client({"dlsym", "launch", "triton_ok"}, {{"TMAGUARD_RULES", rules}});
+  EXPECT_TRUE(ok.p.exited && ok.p.code == 0) << describe(ok);
+  EXPECT_TRUE(ok.events("violation").empty() && ok.events("warning").empty()) << describe(ok);
+  const ClientRun bad = run_client({"dlsym", "launch", "triton_b_transposed"},
+                                   {{"TMAGUARD_RULES", rules}, {"TMAGUARD_MODE", "log"}});
+  EXPECT_EQ(bad.p.code, 3) << "the example's action = reject wins over log mode\n" << describe(bad);
+  EXPECT_EQ(bad.ran, 0);
+  ASSERT_EQ(bad.events("violation").size(), 1u) << describe(bad);
+  EXPECT_EQ(bad.events("violation")[0]["rule"], "triton-b-k-major");
+  EXPECT_EQ(bad.events("violation")[0]["tensor"], "B");
+}
+
+TEST(Graph, NodeLaunchingACuKernelThroughKern) {
+  const ClientRun r = run_client({"getproc", "graph_add", "fa4_dk_bad", "--cukernel"},
+                                 {{"TMAGUARD_MODE", "reject"}, {"TG_NODE_KERN", "1"}});
+  EXPECT_EQ(r.via, 0) << describe(r);
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  const ClientRun ok = run_client({"getproc", "graph_add", "fa4_ok", "--cukernel"}, {{"TG_NODE_KERN", "1"}});
+  EXPECT_EQ(ok.via, 3) << describe(ok);
+}
+
+}  // namespace
