@@ -79,13 +79,19 @@ bool check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_pa
   if (!kernel_params && !eb.data) return false;  // the driver will refuse this launch itself
   bump(st.launches_checked);
 
+  // Each map's bytes and content hash, computed once: the hashes make the clean-cache key and, on a miss, the
+  // provenance lookups.
+  struct MapBytes {
+    const uint8_t* p;
+    uint64_t hash;
+  };
   const std::size_t n = k->map_params.size();
-  const uint8_t* inline_ptrs[kMaxInlineMaps];
-  std::vector<const uint8_t*> heap_ptrs;
-  const uint8_t** ptrs = inline_ptrs;
+  MapBytes inline_maps[kMaxInlineMaps];
+  std::vector<MapBytes> heap_maps;
+  MapBytes* mb = inline_maps;
   if (n > kMaxInlineMaps) {
-    heap_ptrs.resize(n);
-    ptrs = heap_ptrs.data();
+    heap_maps.resize(n);
+    mb = heap_maps.data();
   }
   uint64_t key = reinterpret_cast<uintptr_t>(f);
   for (std::size_t i = 0; i < n; ++i) {
@@ -98,8 +104,8 @@ bool check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_pa
       p = (off + kTensorMapBytes <= eb.size) ? eb.data + off : nullptr;
     }
     if (!p) return false;
-    ptrs[i] = p;
-    key = combine(key, content_hash(p));
+    mb[i] = {p, content_hash(p)};
+    key = combine(key, mb[i].hash);
   }
   if (!inspecting && clean_cache_contains(key)) return false;
 
@@ -107,8 +113,8 @@ bool check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_pa
   std::vector<uint64_t> hashes(n);
   for (std::size_t i = 0; i < n; ++i) {
     maps[i].param_index = k->map_params[i];
-    maps[i].decoded = decode(ptrs[i]);
-    hashes[i] = content_hash(ptrs[i]);
+    maps[i].decoded = decode(mb[i].p);
+    hashes[i] = mb[i].hash;
   }
   bump(st.maps_decoded, n);
   if (inspecting) inspect(k, geom, maps, hashes);
