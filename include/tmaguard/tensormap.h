@@ -100,6 +100,8 @@ struct TensorMapView {
 
   //! Tile bytes recomputed from the fields (what a correct encoder stores).
   uint64_t computed_tile_bytes() const;
+  //! The encode arguments that describe this map (what validate_encode and footprint_bytes judge).
+  EncodeArgs encode_args() const;
 };
 
 //! Why 128 bytes are not a tensor map (structure only); empty when they are.

@@ -54,23 +54,7 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, std::vec
     out.push_back(std::move(f));
     return;
   }
-  EncodeArgs a;
-  a.kind = v.kind;
-  a.dtype = static_cast<uint32_t>(v.dtype);
-  a.rank = v.rank;
-  a.address = v.address;
-  a.dims = v.dims;
-  a.strides = v.strides;
-  a.box = v.box;
-  a.element_strides = v.element_strides;
-  a.lower_corner = v.lower_corner;
-  a.upper_corner = v.upper_corner;
-  a.channels_per_pixel = v.channels_per_pixel;
-  a.pixels_per_column = v.pixels_per_column;
-  a.interleave = v.interleave;
-  a.swizzle = v.swizzle;
-  a.l2_promotion = v.l2_promotion;
-  a.oob_fill = v.oob_fill;
+  const EncodeArgs a = v.encode_args();
   // Interleaved im2col has driver rules beyond the documented ones (see tests/data): judge only the rest.
   if (const EncodeProblem p = validate_encode(a); p && !(v.kind != MapKind::kTiled && v.interleave != 0 &&
                                                          p.field.rfind("pixelBox", 0) == 0)) {

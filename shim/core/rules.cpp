@@ -50,7 +50,7 @@ struct MapRef {
 };
 
 struct Rule {
-  std::string id, source;
+  std::string id;
   std::string substring, glob;
   std::shared_ptr<std::regex> regex;
   std::optional<int64_t> map_count;
@@ -205,7 +205,6 @@ class Parser {
   void parse_rule(const toml::table& t, int index, RuleSet& out) {
     std::string where = fmt::format("rule #{}", index + 1);
     Rule r;
-    r.source = std::string(source_);
     if (const auto id = str(t, "id", where, true)) {
       r.id = *id;
       where = fmt::format("rule '{}'", r.id);
@@ -293,14 +292,6 @@ std::string dims_str(const TensorMapView& v) {
 }
 std::string strides_str(const TensorMapView& v) {
   return fmt::format("{{{}}}", fmt::join(v.strides.begin(), v.strides.begin() + (v.rank ? v.rank - 1 : 0), ","));
-}
-
-// Bytes from the map's base address to one past its last element.
-uint64_t extent_bytes(const TensorMapView& v) {
-  const uint64_t es = static_cast<uint64_t>(element_size(v.dtype));
-  uint64_t end = es;
-  for (uint32_t i = 0; i < v.rank; ++i) end += (v.dims[i] - 1) * (i == 0 ? es : v.strides[i - 1]);
-  return end;
 }
 
 std::string demangled(std::string_view name) {
@@ -517,7 +508,8 @@ void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::st
         }
         case CheckKind::kNoOverlap: {
           const TensorMapView& bv = b->decoded.view;
-          const uint64_t a0 = av.address, a1 = a0 + extent_bytes(av), b0 = bv.address, b1 = b0 + extent_bytes(bv);
+          const uint64_t a0 = av.address, a1 = a0 + footprint_bytes(av.encode_args()), b0 = bv.address,
+                         b1 = b0 + footprint_bytes(bv.encode_args());
           if (a0 < b1 && b0 < a1) {
             expected = fmt::format("{} and {} do not share memory", c.a, c.b);
             observed = fmt::format("{} spans [0x{:x}, 0x{:x}) and {} spans [0x{:x}, 0x{:x})", c.a, a0, a1, c.b, b0, b1);

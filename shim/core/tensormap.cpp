@@ -307,6 +307,27 @@ uint64_t TensorMapView::computed_tile_bytes() const {
   return t;
 }
 
+EncodeArgs TensorMapView::encode_args() const {
+  EncodeArgs a;
+  a.kind = kind;
+  a.dtype = static_cast<uint32_t>(dtype);
+  a.rank = rank;
+  a.address = address;
+  a.dims = dims;
+  a.strides = strides;
+  a.box = box;
+  a.element_strides = element_strides;
+  a.lower_corner = lower_corner;
+  a.upper_corner = upper_corner;
+  a.channels_per_pixel = channels_per_pixel;
+  a.pixels_per_column = pixels_per_column;
+  a.interleave = interleave;
+  a.swizzle = swizzle;
+  a.l2_promotion = l2_promotion;
+  a.oob_fill = oob_fill;
+  return a;
+}
+
 DecodeResult decode(const uint8_t b[kTensorMapBytes]) {
   DecodeResult r;
   TensorMapView& v = r.view;
