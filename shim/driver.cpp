@@ -28,10 +28,15 @@ void* const kWrappers[] = {
 #undef TG_REAL_ONLY
 };
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kEntries);
+static_assert(kEntries <= static_cast<int>(sizeof(HotGlobals::real) / sizeof(HotGlobals::real[0])));
+static_assert(static_cast<int>(EntryId::cuLaunchKernel) < 6 && static_cast<int>(EntryId::cuLaunchKernel_ptsz) < 6 &&
+              static_cast<int>(EntryId::cuLaunchKernelEx) < 6 && static_cast<int>(EntryId::cuLaunchKernelEx_ptsz) < 6 &&
+              static_cast<int>(EntryId::cuLaunchCooperativeKernel) < 6 &&
+              static_cast<int>(EntryId::cuLaunchCooperativeKernel_ptsz) < 6,
+              "the launch entries' real pointers must share HotGlobals' first cache line");
 
 // Sentinel for "looked up, not there" so a missing symbol is not looked up on every call.
 void* const kMissing = reinterpret_cast<void*>(1);
-std::atomic<void*> g_real[kEntries];  // zero-initialised: no constructor runs at load time
 std::atomic<void*> g_handle{nullptr};
 std::atomic<void*> g_real_dlsym{nullptr};
 
@@ -75,16 +80,19 @@ DlsymFn real_dlsym() {
   return reinterpret_cast<DlsymFn>(f);
 }
 
-void* real_function(EntryId id) {
+// Zero-initialised: no constructor runs at load time.
+HotGlobals g_hot;
+
+void* real_function_slow(EntryId id) {
   const int i = static_cast<int>(id);
-  void* f = g_real[i].load(std::memory_order_acquire);
+  void* f = g_hot.real[i].load(std::memory_order_acquire);
   if (f) return f == kMissing ? nullptr : f;
   void* h = libcuda_handle(true);
   DlsymFn sym = real_dlsym();
   f = (h && sym) ? sym(h, kNames[i]) : nullptr;
   // A "real" pointer that is our own wrapper (TMAGUARD_LIBCUDA pointing at tmaguard) would recurse forever.
   if (f && f == kWrappers[i]) f = nullptr;
-  g_real[i].store(f ? f : kMissing, std::memory_order_release);
+  g_hot.real[i].store(f ? f : kMissing, std::memory_order_release);
   return f;
 }
 

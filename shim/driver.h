@@ -6,6 +6,8 @@
 
 #include <type_traits>
 
+#include "hot.h"
+
 // cuda.h remaps these names to their _v2 (CUDA 13); tmaguard needs the exact exported names.
 #undef cuGetProcAddress
 #undef cuGraphAddKernelNode
@@ -24,8 +26,13 @@ enum class EntryId : int {
   kCount
 };
 
+void* real_function_slow(EntryId id);
 //! The real driver's function for an entry, or nullptr (driver missing, or it lacks the symbol). Never ours.
-void* real_function(EntryId id);
+inline void* real_function(EntryId id) {
+  void* f = g_hot.real[static_cast<int>(id)].load(std::memory_order_acquire);
+  if (__builtin_expect(reinterpret_cast<uintptr_t>(f) > 1, 1)) return f;
+  return f ? nullptr : real_function_slow(id);
+}
 //! Our wrapper for a pointer the driver handed out, or the pointer itself when it is not an interposed entry.
 void* route(void* real_ptr);
 //! The real dlsym (glibc's, found with dlvsym), for the dlsym interposer.

@@ -78,34 +78,26 @@ const KernelInfo* build(CUfunction f) {
 constexpr std::size_t kCleanSlots = 1 << 12;
 std::atomic<uint64_t> g_clean[kCleanSlots];
 
-// Per-thread front cache: a training loop launches the same few kernels over and over, and the shared table's
-// cache line is usually cold after a trip through the driver.
-struct FrontEntry {
-  CUfunction f;
-  const KernelInfo* info;
-  bool has_maps;
-};
-constexpr std::size_t kFront = 8;
-thread_local FrontEntry t_front[kFront] __attribute__((tls_model("initial-exec")));
-
-const KernelInfo* kernel_info_shared(CUfunction f);
-
 }  // namespace
 
-const KernelInfo* kernel_info(CUfunction f, bool* has_maps) {
-  FrontEntry& e = t_front[(reinterpret_cast<uintptr_t>(f) >> 4) & (kFront - 1)];
-  if (e.f == f && e.info) {
-    *has_maps = e.has_maps;
-    return e.info;
+FrontEntry& front_entry(CUfunction f) {
+  FrontEntry& e = front_slot(f);
+  if (e.f == f && e.info) return e;
+  const KernelInfo* info = kernel_info(f);
+  e.f = f;
+  e.info = info;
+  e.clean_key = 0;
+  const std::size_t n = info->map_params.size();
+  bool fits = n <= sizeof(e.idx);
+  for (std::size_t i = 0; fits && i < n; ++i) {
+    fits = info->map_params[i] < 256;
+    if (fits) e.idx[i] = static_cast<uint8_t>(info->map_params[i]);
   }
-  const KernelInfo* info = kernel_info_shared(f);
-  e = {f, info, !info->map_params.empty()};
-  *has_maps = e.has_maps;
-  return info;
+  e.n_maps = fits ? static_cast<uint8_t>(n) : kManyMaps;
+  return e;
 }
 
-namespace {
-const KernelInfo* kernel_info_shared(CUfunction f) {
+const KernelInfo* kernel_info(CUfunction f) {
   Slot* table = slots();
   const auto key = reinterpret_cast<uintptr_t>(f);
   std::size_t i = mix(key) & (kSlots - 1);
@@ -140,23 +132,10 @@ const KernelInfo* kernel_info_shared(CUfunction f) {
   (*g_overflow)[key] = built;
   return built;
 }
-}  // namespace
-
-namespace {
-thread_local uint64_t t_clean[16] __attribute__((tls_model("initial-exec")));
-}  // namespace
 
 bool clean_cache_contains(uint64_t key) {
-  if (!key) return false;
-  uint64_t& front = t_clean[(key >> 7) & 15];
-  if (front == key) return true;
-  if (g_clean[key & (kCleanSlots - 1)].load(std::memory_order_relaxed) != key) return false;
-  front = key;
-  return true;
+  return key && g_clean[key & (kCleanSlots - 1)].load(std::memory_order_relaxed) == key;
 }
-void clean_cache_insert(uint64_t key) {
-  g_clean[key & (kCleanSlots - 1)].store(key, std::memory_order_relaxed);
-  t_clean[(key >> 7) & 15] = key;
-}
+void clean_cache_insert(uint64_t key) { g_clean[key & (kCleanSlots - 1)].store(key, std::memory_order_relaxed); }
 
 }  // namespace tmaguard

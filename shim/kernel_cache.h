@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "hot.h"
+
 namespace tmaguard {
 
 struct KernelInfo {
@@ -19,9 +21,10 @@ struct KernelInfo {
 };
 
 //! Facts for a launch handle (CUfunction, or a CUkernel passed where a CUfunction is expected). Never null.
-//! Read-mostly: a lock-free table, filled on a kernel's first launch. `has_maps` comes from a per-thread cache
-//! line, so a launch of a kernel without tensor maps never touches the (often cold) KernelInfo itself.
-const KernelInfo* kernel_info(CUfunction f, bool* has_maps);
+//! Read-mostly: a lock-free table, filled on a kernel's first launch.
+const KernelInfo* kernel_info(CUfunction f);
+//! This thread's front-cache entry for `f` (hot.h), filled from kernel_info() when it holds another kernel.
+FrontEntry& front_entry(CUfunction f);
 
 //! Set of launch keys that were checked and found clean: a repeated launch costs a hash and a lookup.
 bool clean_cache_contains(uint64_t key);

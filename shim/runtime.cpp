@@ -28,15 +28,50 @@ namespace tmaguard {
 namespace {
 
 enum State : int { kUninit = 0, kIniting, kArmed, kDisabled };
-using detail::g_state;
+std::atomic<int>& g_state = g_hot.state;
 
 // Everything here is constant-initialised: nothing runs when the library is loaded.
 std::atomic<bool> g_cannot_work_said{false};
-constexpr unsigned kShards = 64;
-Stats g_shards[kShards];
-std::atomic<unsigned> g_next_shard{0};
-thread_local unsigned t_shard __attribute__((tls_model("initial-exec"))) = 0;  // 0: not assigned yet, else 1 + index
 std::mutex g_mu;  // serialises reporting and dedupe; held across fork by the atfork handlers
+
+// Thread registry for the summary: every thread that launched, and the totals of those that exited. Guarded by
+// g_threads_mu (held across fork).
+std::mutex g_threads_mu;
+std::vector<ThreadHot*>* g_threads = nullptr;
+struct Counts {
+  uint64_t launches_seen, launches_checked, maps_decoded;
+};
+Counts g_exited;  // plain words: constant-initialised, no constructor at load time
+pthread_key_t g_thread_key;
+
+void add_counts(Counts& c, const ThreadHot& t) {
+  c.launches_seen += t.launches_seen.load(std::memory_order_relaxed);
+  c.launches_checked += t.launches_checked.load(std::memory_order_relaxed);
+  c.maps_decoded += t.maps_decoded.load(std::memory_order_relaxed);
+}
+
+void zero_counts(ThreadHot& t) {
+  t.launches_seen.store(0, std::memory_order_relaxed);
+  t.launches_checked.store(0, std::memory_order_relaxed);
+  t.maps_decoded.store(0, std::memory_order_relaxed);
+}
+
+// pthread key destructor: a thread is exiting; keep its counts, forget its (soon freed) ThreadHot.
+void thread_exit(void* p) {
+  auto* t = static_cast<ThreadHot*>(p);
+  std::lock_guard<std::mutex> lock(g_threads_mu);
+  add_counts(g_exited, *t);
+  zero_counts(*t);
+  t->registered = 0;  // a launch from a later destructor registers it again
+  if (g_threads) {
+    for (ThreadHot*& x : *g_threads)
+      if (x == t) {
+        x = g_threads->back();
+        g_threads->pop_back();
+        break;
+      }
+  }
+}
 
 struct Runtime {
   Config cfg;
@@ -75,10 +110,14 @@ void emit_locked(const std::string& line) {
 
 Summary summary_locked() {
   Summary s;
-  for (const Stats& sh : g_shards) {
-    s.launches_seen += sh.launches_seen.load(std::memory_order_relaxed);
-    s.launches_checked += sh.launches_checked.load(std::memory_order_relaxed);
-    s.tensor_maps_decoded += sh.maps_decoded.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(g_threads_mu);
+    Counts c = g_exited;
+    if (g_threads)
+      for (const ThreadHot* t : *g_threads) add_counts(c, *t);
+    s.launches_seen = c.launches_seen;
+    s.launches_checked = c.launches_checked;
+    s.tensor_maps_decoded = c.maps_decoded;
   }
   if (g_rt) s.violations_by_rule = g_rt->by_rule;
   return s;
@@ -94,19 +133,27 @@ void at_exit_summary() {
   emit_summary_locked();
 }
 
-void fork_prepare() { g_mu.lock(); }
-void fork_parent() { g_mu.unlock(); }
+void fork_prepare() {
+  g_mu.lock();
+  g_threads_mu.lock();
+}
+void fork_parent() {
+  g_threads_mu.unlock();
+  g_mu.unlock();
+}
 void fork_child() {
-  // The child starts its own account: its summary covers what it did after fork.
-  for (Stats& sh : g_shards) {
-    sh.launches_seen = 0;
-    sh.launches_checked = 0;
-    sh.maps_decoded = 0;
+  // The child starts its own account: its summary covers what it did after fork. Only the forking thread lives on.
+  g_exited = Counts{};
+  zero_counts(t_hot);
+  if (g_threads) {
+    g_threads->clear();
+    if (t_hot.registered) g_threads->push_back(&t_hot);
   }
   if (g_rt) {
     g_rt->seen.clear();
     g_rt->by_rule.clear();
   }
+  g_threads_mu.unlock();
   g_mu.unlock();
 }
 
@@ -165,8 +212,14 @@ bool init() {
     delete rt;
     return false;
   }
+  if (pthread_key_create(&g_thread_key, thread_exit) != 0) {
+    report_cannot_work("cannot create a thread-specific key");
+    delete rt;
+    return false;
+  }
+  g_threads = new std::vector<ThreadHot*>;
   g_rt = rt;
-  detail::g_mode.store(static_cast<int>(rt->cfg.mode), std::memory_order_relaxed);
+  g_hot.mode.store(static_cast<int>(rt->cfg.mode), std::memory_order_relaxed);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   std::atexit(at_exit_summary);
   return !g_cannot_work_said.load();
@@ -174,10 +227,9 @@ bool init() {
 
 }  // namespace
 
+thread_local ThreadHot t_hot __attribute__((tls_model("initial-exec")));
+
 namespace detail {
-thread_local int t_hook_depth __attribute__((tls_model("initial-exec"))) = 0;
-std::atomic<int> g_state{kUninit};
-std::atomic<int> g_mode{static_cast<int>(Mode::kOff)};
 
 bool armed_slow() {
   const int s = g_state.load(std::memory_order_acquire);
@@ -200,10 +252,12 @@ bool armed_slow() {
 
 const RuleSet& rules() { return *g_rt->rules; }
 
-Stats& stats() {
-  unsigned s = t_shard;
-  if (!s) t_shard = s = 1 + g_next_shard.fetch_add(1, std::memory_order_relaxed) % kShards;
-  return g_shards[s - 1];
+void register_thread() {
+  if (t_hot.registered || g_state.load(std::memory_order_acquire) != kArmed) return;
+  std::lock_guard<std::mutex> lock(g_threads_mu);
+  g_threads->push_back(&t_hot);
+  t_hot.registered = 1;
+  pthread_setspecific(g_thread_key, &t_hot);
 }
 
 void report_cannot_work(const std::string& why) {

@@ -116,7 +116,32 @@ struct DecodeResult {
 //! (Blackwell swizzle atomicity and the large-tensor flag that CUTLASS/Triton clear) never make a map invalid.
 DecodeResult decode(const uint8_t bytes[kTensorMapBytes]);
 
-//! 64-bit content hash that ignores word 2 bit 21 (the flag clients clear after encoding).
-uint64_t content_hash(const uint8_t bytes[kTensorMapBytes]);
+//! 64-bit content hash that ignores word 2 bit 21 (the flag clients clear after encoding). Inline: the launch
+//! fast path hashes every tensor-map parameter. XXH3-style multiply-fold over eight independent lane pairs
+//! (independent 64x64->128 products pipeline), then an avalanche; the lane keys are immediates in the code, so
+//! no data line is read besides the descriptor's own two.
+inline uint64_t content_hash(const uint8_t bytes[kTensorMapBytes]) {
+  uint64_t acc = 0x9e3779b97f4a7c15ULL;
+  auto lane = [&](int i, uint64_t ka, uint64_t kb) {
+    uint64_t a, b;
+    __builtin_memcpy(&a, bytes + 16 * i, 8);
+    __builtin_memcpy(&b, bytes + 16 * i + 8, 8);
+    if (i == 0) b &= ~(1ULL << 21);  // lane 0's second word is word 2
+    const unsigned __int128 p = static_cast<unsigned __int128>(a ^ ka) * (b ^ kb);
+    acc += static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64);
+  };
+  lane(0, 0xbe4ba423396cfeb8ULL, 0x1cad21f72c81017cULL);
+  lane(1, 0xdb979083e96dd4deULL, 0x1f67b3b7a4a44072ULL);
+  lane(2, 0x78e5c0cc4ee679cbULL, 0x2172ffcc7dd05a82ULL);
+  lane(3, 0x8e2443f7744608b8ULL, 0x4c263a81e69035e0ULL);
+  lane(4, 0xcb00c391bb52283cULL, 0xa32e531b8b65d088ULL);
+  lane(5, 0x4ef90da297486471ULL, 0xd8acdea946ef1938ULL);
+  lane(6, 0x3f349ce33f76faa8ULL, 0x1d4f0bc7c7bbdcf9ULL);
+  lane(7, 0x3159b4cd4be0518aULL, 0x647378d9c97e9fc8ULL);
+  acc ^= acc >> 37;
+  acc *= 0x165667919e3779f9ULL;
+  acc ^= acc >> 32;
+  return acc;
+}
 
 }  // namespace tmaguard

@@ -409,28 +409,4 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes]) {
   return r;
 }
 
-uint64_t content_hash(const uint8_t bytes[kTensorMapBytes]) {
-  // XXH3-style multiply-fold over eight independent lane pairs (the launch hot path hashes every tensor-map
-  // parameter; independent 64x64->128 products pipeline), then an avalanche. Word 2 bit 21 is masked: clients
-  // clear it after encoding on drivers <= 13.1.
-  static constexpr uint64_t kKey[16] = {
-      0xbe4ba423396cfeb8ULL, 0x1cad21f72c81017cULL, 0xdb979083e96dd4deULL, 0x1f67b3b7a4a44072ULL,
-      0x78e5c0cc4ee679cbULL, 0x2172ffcc7dd05a82ULL, 0x8e2443f7744608b8ULL, 0x4c263a81e69035e0ULL,
-      0xcb00c391bb52283cULL, 0xa32e531b8b65d088ULL, 0x4ef90da297486471ULL, 0xd8acdea946ef1938ULL,
-      0x3f349ce33f76faa8ULL, 0x1d4f0bc7c7bbdcf9ULL, 0x3159b4cd4be0518aULL, 0x647378d9c97e9fc8ULL};
-  uint64_t acc = 0x9e3779b97f4a7c15ULL;
-  for (int i = 0; i < 16; i += 2) {
-    uint64_t a, b;
-    std::memcpy(&a, bytes + 8 * i, 8);
-    std::memcpy(&b, bytes + 8 * i + 8, 8);
-    if (i == 0) b &= ~(1ULL << 21);  // lane 1 holds word 2
-    const unsigned __int128 p = static_cast<unsigned __int128>(a ^ kKey[i]) * (b ^ kKey[i + 1]);
-    acc += static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64);
-  }
-  acc ^= acc >> 37;
-  acc *= 0x165667919e3779f9ULL;
-  acc ^= acc >> 32;
-  return acc;
-}
-
 }  // namespace tmaguard

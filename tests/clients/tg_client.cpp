@@ -409,6 +409,32 @@ int scenario(const std::string& sc) {
       });
     for (auto& t : ts) t.join();
     total_ran = ran(good) + ran(other);
+  } else if (sc == "fa4_mutated_in_place" || sc == "fa4_2cta_mutated_in_place") {
+    // Clean launches from the same parameter storage, then dK rewritten in place (same pointers, new bytes), then
+    // restored: only the middle launch may be flagged, however warm tmaguard's per-thread caches are.
+    const bool two_cta = sc == "fa4_2cta_mutated_in_place";
+    Kernel k = fa4_kernel(two_cta, false, false, false);
+    const Kernel bad = fa4_kernel(two_cta, true, false, false);
+    const std::size_t dk = k.values.size() - 2;  // ..., dv, dk, tail
+    const std::vector<uint8_t> good_dk = k.values[dk];
+    for (int i = 0; i < 5; ++i) launch(k);
+    k.values[dk] = bad.values[dk];
+    launch(k);
+    k.values[dk] = good_dk;
+    for (int i = 0; i < 5; ++i) launch(k);
+    total_ran = ran(k);
+  } else if (sc == "threads_many") {  // more threads than any fixed table of per-thread counters would hold
+    const Kernel good = fa4_kernel(false, false, false, false);
+    const Kernel other = make_kernel("plain_elementwise_kernel", {});
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 100; ++t)
+      ts.emplace_back([&, t] {
+        for (int i = 0; i < 10; ++i) launch(t % 2 ? good : other);
+      });
+    for (int t = 0; t < 50; ++t) ts[static_cast<std::size_t>(t)].join();  // half exit before the rest launch more
+    for (int i = 0; i < 10; ++i) launch(good);
+    for (std::size_t t = 50; t < ts.size(); ++t) ts[t].join();
+    total_ran = ran(good) + ran(other);
   } else if (sc == "threads_bad") {
     const Kernel bad = fa4_kernel(false, true, false, false);
     std::vector<std::thread> ts;

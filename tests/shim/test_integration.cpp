@@ -269,12 +269,38 @@ TEST(Handles, CuKernelHandlesAndExtraBuffers) {
   }
 }
 
+TEST(FastPath, DescriptorRewrittenInPlaceIsCaughtAfterCleanLaunches) {
+  for (const char* sc : {"fa4_mutated_in_place", "fa4_2cta_mutated_in_place"}) {
+    for (const char* entry : {"launch", "ex_ptsz"}) {
+      const ClientRun r = run_client({"getproc", entry, sc}, {{"TMAGUARD_MODE", "reject"}});
+      EXPECT_EQ(r.failed, 1) << sc << " " << entry << "\n" << describe(r);
+      EXPECT_EQ(r.ran, 10) << sc << " " << entry;
+      ASSERT_EQ(r.events("violation").size(), 1u) << sc << " " << entry << "\n" << describe(r);
+      EXPECT_EQ(r.events("violation")[0]["rule"], "fa4-dk-not-k-major");
+      const auto s = r.events("summary");
+      ASSERT_EQ(s.size(), 1u);
+      EXPECT_EQ(s[0]["launches_seen"], 11);
+      EXPECT_EQ(s[0]["launches_checked"], 11);
+    }
+  }
+}
+
 // ---- concurrency and fork
 TEST(Threads, EightThreadsLaunchingAtOnce) {
   const ClientRun r = run_client({"getproc", "launch_ptsz", "threads"});
   ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
   EXPECT_EQ(r.ran, 4000);
   EXPECT_EQ(r.events("summary")[0]["launches_seen"], 4000);
+}
+
+TEST(Threads, HundredThreadsSomeExitedAllCountedExactly) {
+  const ClientRun r = run_client({"dlsym", "launch", "threads_many"});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 1010);
+  const auto s = r.events("summary");
+  ASSERT_EQ(s.size(), 1u) << describe(r);
+  EXPECT_EQ(s[0]["launches_seen"], 1010);
+  EXPECT_EQ(s[0]["launches_checked"], 510) << "the FA4 kernel's launches (50 threads x 10, and 10 from main)";
 }
 
 TEST(Threads, EightThreadsRejectingOneReportAllCounted) {
@@ -295,6 +321,8 @@ TEST(Fork, ChildIsGuardedAndBothReport) {
   ASSERT_EQ(s.size(), 2u) << "one summary per process\n" << describe(r);
   EXPECT_EQ(v[0]["pid"], s[0]["pid"]) << "the child reports first, under its own pid";
   EXPECT_NE(s[0]["pid"], s[1]["pid"]);
+  EXPECT_EQ(s[0]["launches_seen"], 2) << "the child counts only its own launches";
+  EXPECT_EQ(s[1]["launches_seen"], 2) << "the parent: one launch before fork, one after";
 }
 
 // ---- a process that never touches CUDA, and tmaguard's own failures

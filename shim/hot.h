@@ -1,0 +1,64 @@
+// tmaguard shim: the words a launch touches on its fast path, packed into as few cache lines as possible.
+//
+// A real driver spends microseconds between two launches and evicts these lines from L1/L2, so what a launch adds
+// on a GPU host is mostly how many distinct lines it misses on, not how many instructions it runs. A launch of a
+// known kernel touches: one global line (state, mode, the six real launch pointers), the first line of this
+// thread's ThreadHot (re-entry depth, counters) and the line of its front-cache entry.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace tmaguard {
+
+struct KernelInfo;
+
+//! Process-wide, read-mostly. Entry ids 0..5 are the launch entries (entry_points.def lists them first), so
+//! their real pointers share the first line with `state` and `mode`.
+struct alignas(64) HotGlobals {
+  std::atomic<int> state;  // 0 uninit, 1 initing, 2 armed, 3 disabled
+  std::atomic<int> mode;   // Mode, valid once armed
+  std::atomic<void*> real[32];  // the real driver's functions by EntryId (nullptr: not looked up; 1: missing)
+};
+extern HotGlobals g_hot;
+
+//! Per-thread cache of what the launch path needs to know about a kernel, so that a repeated launch never reads
+//! the shared kernel table or the KernelInfo (both usually cold after a trip through the driver).
+struct FrontEntry {
+  const void* f;           // the launch handle (CUfunction or CUkernel)
+  const KernelInfo* info;  // nullptr: empty entry
+  uint64_t clean_key;      // the last launch key found clean for this kernel on this thread (0: none)
+  uint8_t n_maps;          // tensor-map candidates, or kManyMaps when their indices do not fit in `idx`
+  uint8_t idx[7];          // their parameter indices
+};
+static_assert(sizeof(FrontEntry) == 32);
+constexpr uint8_t kManyMaps = 0xff;
+constexpr unsigned kFrontEntries = 16;
+
+//! This thread's counters, re-entry depth and front cache. Counters are plain per-thread words (relaxed
+//! load+store, no locked instruction); the summary adds up every live thread's and those of exited threads.
+struct alignas(64) ThreadHot {
+  int hook_depth;
+  int registered;  // counted in the summary (registered with the thread registry)
+  std::atomic<uint64_t> launches_seen;
+  std::atomic<uint64_t> launches_checked;
+  std::atomic<uint64_t> maps_decoded;
+  FrontEntry front[kFrontEntries] __attribute__((aligned(64)));
+};
+
+// initial-exec: the library is preloaded, so its TLS is static and a hook pays no __tls_get_addr call.
+extern thread_local ThreadHot t_hot __attribute__((tls_model("initial-exec")));
+
+//! Adds to one of this thread's counters without a locked instruction (only this thread writes it).
+inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+//! The front-cache slot for a launch handle.
+inline FrontEntry& front_slot(const void* f) {
+  const uint64_t h = reinterpret_cast<uintptr_t>(f) * 0x9e3779b97f4a7c15ULL;
+  return t_hot.front[h >> 60];
+}
+static_assert(kFrontEntries == 16, "front_slot takes the top 4 bits");
+
+}  // namespace tmaguard
