@@ -19,17 +19,40 @@ namespace tmaguard {
 namespace {
 
 // Provenance: which entry point produced a descriptor's bytes, keyed by content hash. The arguments themselves
-// need no storing: the descriptor encodes them and the report prints them decoded. One 64-bit word per slot
+// need no storing: the descriptor encodes them and the report prints them decoded. One 64-bit word per entry
 // (hash with the low 3 bits replaced by the API id), lock-free, fixed 32 KiB whatever the number of encodes.
+// Eight-way buckets of one cache line each: a job's working set of descriptors (Triton re-encodes every one on
+// every launch) must not evict itself, or each re-encode would pay the first-seen path (a direct-mapped table of
+// the same size had a quarter of 1024 descriptors colliding).
 enum Api : uint64_t { kNone = 0, kTiled, kIm2col, kIm2colWide, kReplacedTiled, kReplacedIm2col, kReplacedWide };
-constexpr std::size_t kProvSlots = 1 << 12;
-std::atomic<uint64_t> g_prov[kProvSlots];
+constexpr std::size_t kProvWays = 8;
+constexpr std::size_t kProvBuckets = (1 << 12) / kProvWays;
+struct alignas(64) ProvBucket {
+  std::atomic<uint64_t> way[kProvWays];
+};
+ProvBucket g_prov[kProvBuckets];
 
-std::atomic<uint64_t>& slot(uint64_t hash) { return g_prov[(hash >> 3) & (kProvSlots - 1)]; }
-void record(uint64_t hash, Api api) { slot(hash).store((hash & ~uint64_t{7}) | api, std::memory_order_relaxed); }
+constexpr uint64_t kTagMask = ~uint64_t{7};
+ProvBucket& bucket(uint64_t hash) { return g_prov[(hash >> 40) & (kProvBuckets - 1)]; }
+void record(uint64_t hash, Api api) {
+  ProvBucket& b = bucket(hash);
+  std::size_t victim = (hash >> 3) & (kProvWays - 1);  // when the bucket is full: a pseudo-random way
+  for (std::size_t i = 0; i < kProvWays; ++i) {
+    const uint64_t v = b.way[i].load(std::memory_order_relaxed);
+    if ((v & kTagMask) == (hash & kTagMask) || v == 0) {
+      victim = i;
+      break;
+    }
+  }
+  b.way[victim].store((hash & kTagMask) | api, std::memory_order_relaxed);
+}
 Api lookup(uint64_t hash) {
-  const uint64_t v = slot(hash).load(std::memory_order_relaxed);
-  return (v & ~uint64_t{7}) == (hash & ~uint64_t{7}) ? static_cast<Api>(v & 7) : kNone;
+  ProvBucket& b = bucket(hash);
+  for (std::size_t i = 0; i < kProvWays; ++i) {
+    const uint64_t v = b.way[i].load(std::memory_order_relaxed);
+    if ((v & kTagMask) == (hash & kTagMask) && v != 0) return static_cast<Api>(v & 7);
+  }
+  return kNone;
 }
 
 const char* result_name(CUresult rc) {
