@@ -90,9 +90,12 @@ def fa4_matrix():
             record("silent corruption without tmaguard", name, ok, detail)
             return
         if scenario == "ok":
-            ok = (p.returncode == 0 and f and f[0] == 0 and f[2] == "correct" and f[3] == "correct" and not v
+            # healthy maps of cudaMalloc'ed memory: no encode warning either (cuPointerGetAttribute on the real driver)
+            w = events(recs, "encode-warning")
+            ok = (p.returncode == 0 and f and f[0] == 0 and f[2] == "correct" and f[3] == "correct" and not v and not w
                   and s and s[0].get("launches_seen", 0) >= 1 and s[0].get("tensor_maps_decoded", 0) >= 6)
-            detail += f" seen={s[0].get('launches_seen') if s else None} maps={s[0].get('tensor_maps_decoded') if s else None}"
+            detail += (f" seen={s[0].get('launches_seen') if s else None} "
+                       f"maps={s[0].get('tensor_maps_decoded') if s else None} encode_warnings={len(w)}")
         elif mode == "abort":
             ok = (p.returncode == -signal.SIGABRT and len(v) == 1 and v[0].get("tensor") == bad_tensor
                   and v[0].get("action") == "abort")
@@ -118,8 +121,29 @@ def fa4_matrix():
     one("driver_extra", "encode", "dv_bad", "log")
     one("graph", "encode", "ok", "abort")
     one("graph", "inline", "dk_bad", "reject")
+    one("graph_node", "encode", "ok", "abort")
+    one("graph_node", "encode", "dk_bad", "abort")
+    one("graph_node", "inline", "dk_bad", "reject")
+    one("graph_node", "encode", "dv_bad", "log")
     one("chevron", "encode", "dk_bad", None, guarded=False)
     one("library", "inline", "dk_bad", None, guarded=False)
+
+
+def encode_warnings():
+    """The encode explainer on the real driver: a map of host memory and a map past the end of its allocation are
+    accepted by the driver and each draws one warning (cuPointerGetAttribute answers); a healthy map draws none."""
+    exe = os.path.join(ARGS.build, "gpu", "fa4_gpu")
+    log = os.path.join(ARGS.out, "logs", "encode_warnings.jsonl")
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    p, recs, _ = run([exe, "encode_warnings"], mode="log", log=log)
+    m = re.search(r"ENCODES ok_rc=(-?\d+) host_rc=(-?\d+) beyond_rc=(-?\d+)", p.stdout)
+    w = [r.get("message", "") for r in events(recs, "encode-warning")]
+    host = [x for x in w if "is not memory the CUDA driver allocated" in x]
+    beyond = [x for x in w if "past the end of its allocation" in x]
+    ok = (p.returncode == 0 and m is not None and m.groups() == ("0", "0", "0") and len(w) == 2 and len(host) == 1
+          and len(beyond) == 1)
+    record("encode explainer on the real driver", "host pointer and past-the-allocation maps warned, healthy map not",
+           ok, f"rc={p.returncode} {m.group(0) if m else p.stdout[-300:]!r} warnings={w}")
 
 
 def inspect_mode():
@@ -208,6 +232,9 @@ def overhead():
     # End to end: separate processes, alternating (without, with) and (with, without) pairs; each pair's ratio
     # cancels slow drift (GPU clocks, host load), and the median ratio decides.
     gpu = os.path.join(ARGS.root, "tests", "gpu")
+    if ARGS.e2e_pairs <= 0:
+        print("end to end skipped (--e2e-pairs 0)")
+        return
     for name, argv, pat2 in (("Triton end-to-end (8192^3 bf16 TMA matmul)",
                               [sys.executable, os.path.join(gpu, "triton_tma.py"), "400", "8192"], r"ms_per_iter=([\d.]+)"),
                              ("PyTorch end-to-end (bf16 attention block step)",
@@ -232,6 +259,53 @@ def overhead():
                    f"pairs {[f'{x * 100:+.2f}%' for x in ratios]}; runs {t}")
         else:
             record("overhead", name, False, f"no numbers {t}")
+
+
+def ranks():
+    """Multi-rank jobs under torchrun (two ranks sharing the one GPU, no collectives), preloaded the documented way
+    (scripts/tmaguard ... -- torchrun ...): one log per rank, tagged with its rank; the launcher process itself writes
+    none; a bad rank is stopped and named while the healthy rank finishes."""
+    import glob
+    import shutil
+    gpu = os.path.join(ARGS.root, "tests", "gpu")
+    front = os.path.join(ARGS.root, "scripts", "tmaguard")
+    env = {"TMAGUARD_LIB": os.path.join(ARGS.build, "libtmaguard.so")}
+
+    def job(tag, mode, cmd, extra=None):
+        d = os.path.join(ARGS.out, "logs", f"ranks-{tag}")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        argv = [front, "--mode", mode, "--json", "--log", os.path.join(d, "tg.%p.jsonl"), "--",
+                sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] + cmd
+        p, _, _ = run(argv, guarded=False, timeout=600, extra_env=dict(env, **(extra or {})))
+        logs = {}
+        for f in sorted(glob.glob(os.path.join(d, "*.jsonl"))):
+            with open(f) as fh:
+                recs = [json.loads(x) for x in fh if x.strip()]
+            logs[recs[0].get("rank") if recs else None] = recs
+        return p, logs, d
+
+    p, logs, _ = job("torch", "abort", [os.path.join(gpu, "torch_step.py"), "10"])
+    sums = {r: events(v, "summary") for r, v in logs.items()}
+    ok = (p.returncode == 0 and set(logs) == {"0", "1"}
+          and all(s and s[0].get("launches_seen", 0) > 0 and not s[0].get("violations") for s in sums.values()))
+    record("multi-rank (torchrun, 2 ranks)", "PyTorch step on every rank: one clean log per rank", ok,
+           f"exit={p.returncode} logs_by_rank={sorted(logs, key=str)} launches_seen="
+           f"{ {r: (s[0].get('launches_seen') if s else None) for r, s in sums.items()} }"
+           + ("" if ok else f" stderr={p.stderr[-600:]!r}"))
+
+    p, logs, d = job("bad", "abort", ["--no-python", os.path.join(gpu, "rank_job.sh"),
+                                      os.path.join(ARGS.build, "gpu", "fa4_gpu")], {"TG_BAD_RANK": "1"})
+    v = {r: events(recs, "violation") for r, recs in logs.items()}
+    rep = subprocess.run([front, "report"] + sorted(glob.glob(os.path.join(d, "*.jsonl"))), capture_output=True,
+                         text=True, env=dict(os.environ, **env))
+    ok = (p.returncode != 0 and set(logs) == {"0", "1"} and not v["0"] and len(v["1"]) == 1
+          and v["1"][0].get("rule") == "fa4-dk-not-k-major" and v["1"][0].get("rank") == "1"
+          and "CASE" in p.stdout and "dk=correct" in p.stdout and rep.returncode == 0
+          and "fa4-dk-not-k-major" in rep.stdout)
+    record("multi-rank (torchrun, 2 ranks)", "rank 1 launches a bad dK: it alone aborts, its log names rank 1", ok,
+           f"torchrun exit={p.returncode} violations_by_rank={ {r: len(x) for r, x in v.items()} } "
+           f"report: {' | '.join(rep.stdout.strip().splitlines()[:6])!r}" + ("" if ok else f" stderr={p.stderr[-800:]!r}"))
 
 
 def e2e_control():
@@ -295,7 +369,8 @@ def main():
     }
     for k, v in header.items():
         print(f"{k}: {v}")
-    sections = {"fa4": fa4_matrix, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "overhead": overhead,
+    sections = {"fa4": fa4_matrix, "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
+                "overhead": overhead,
                 "sanitizer": sanitizer, "e2e_control": e2e_control}
     optional = {"e2e_control"}
     for name, fn in sections.items():

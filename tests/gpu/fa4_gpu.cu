@@ -2,10 +2,14 @@
 // driver or filled inline, and reports whether dK/dV came out right. Driven by scripts/gpu/run_checks.py.
 //
 //   fa4_gpu LAUNCH DESC SCENARIO [--cta2]
-//   LAUNCH: chevron | launch_ex_cluster | library | driver | driver_ex | driver_extra | graph
+//   LAUNCH: chevron | launch_ex_cluster | library | driver | driver_ex | driver_extra | graph | graph_node
 //   DESC: encode (cuTensorMapEncodeTiled via cudaGetDriverEntryPointByVersion) | inline (no encode call)
 //   SCENARIO: ok | dk_bad (dK seqlen-contiguous) | dv_bad
 // Prints "CASE ... launch_rc=N dk=correct|wrong|untouched dv=..." and exits 0 unless CUDA itself failed.
+//
+//   fa4_gpu encode_warnings
+// Three encodes the real driver accepts: a healthy map of device memory, a map of host memory, and a map that runs
+// past the end of its device allocation. Prints "ENCODES ok_rc=.. host_rc=.. beyond_rc=..".
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
@@ -113,7 +117,33 @@ const char* verdict(const std::vector<uint16_t>& out, const std::vector<uint16_t
 
 }  // namespace
 
+int encode_warnings() {
+  CHECK_RT(cudaSetDevice(0));
+  CHECK_RT(cudaFree(nullptr));
+  g_desc = "encode";
+  void* dev = nullptr;
+  CHECK_RT(cudaMalloc(&dev, kElems * 2));
+  void* host = std::aligned_alloc(4096, kElems * 2);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CHECK_RT(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+  auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  auto enc = [&](void* addr, uint64_t batch) {
+    const cuuint64_t dims[4] = {D, S, H, batch}, strides[3] = {2 * H * D, 2 * D, 2 * S * H * D};
+    const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
+    CUtensorMap m;
+    return static_cast<int>(encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, addr, dims, strides, box, es,
+                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  };
+  const int ok = enc(dev, B), on_host = enc(host, B), beyond = enc(dev, 8 * B);  // 8x the batch: 4 MiB of 512 KiB
+  std::printf("ENCODES ok_rc=%d host_rc=%d beyond_rc=%d\n", ok, on_host, beyond);
+  std::free(host);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "encode_warnings") return encode_warnings();
   if (argc < 4) {
     std::fprintf(stderr, "usage: fa4_gpu LAUNCH DESC SCENARIO [--cta2]\n");
     return 2;
@@ -234,6 +264,22 @@ int main(int argc, char** argv) {
       CHECK_RT(cudaStreamSynchronize(s));
     } else if (launch_rc == 0) {
       launch_rc = static_cast<int>(end);
+    }
+  } else if (launch == "graph_node") {  // a graph built node by node (no capture): checked when the node is added
+    cudaGraph_t g;
+    CHECK_RT(cudaGraphCreate(&g, 0));
+    cudaKernelNodeParams kp = {};
+    kp.func = const_cast<void*>(host_fn);
+    kp.gridDim = grid;
+    kp.blockDim = block;
+    kp.sharedMemBytes = kSmem;
+    kp.kernelParams = args;
+    cudaGraphNode_t node;
+    launch_rc = static_cast<int>(cudaGraphAddKernelNode(&node, g, nullptr, 0, &kp));
+    if (launch_rc == 0) {
+      cudaGraphExec_t ge;
+      CHECK_RT(cudaGraphInstantiate(&ge, g, 0));
+      for (int i = 0; i < 3; ++i) CHECK_RT(cudaGraphLaunch(ge, nullptr));
     }
   } else {
     std::fprintf(stderr, "unknown launch %s\n", launch.c_str());
