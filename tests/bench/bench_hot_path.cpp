@@ -67,23 +67,38 @@ Env& env() {
   return e;
 }
 
-void launch(benchmark::State& st, bool through_tmaguard, int which) {
+// One launch of kernel `which` (0: no maps, 1: 4 maps, 2: FA4 signature), straight or through tmaguard.
+struct Launch {
+  PFN_cuLaunchKernel_v4000 fn;
+  CUfunction k;
+  void** args;
+  CUresult operator()() const { return fn(k, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr); }
+};
+Launch pick(bool through_tmaguard, int which) {
   Env& e = env();
-  auto fn = through_tmaguard ? e.wrapped : e.direct;
   void* k = which == 0 ? e.plain : which == 1 ? e.tma4 : e.fa4;
   void** a = which == 0 ? e.args_plain.data() : which == 1 ? e.args_tma4.data() : e.args_fa4.data();
-  for (auto _ : st) benchmark::DoNotOptimize(fn(static_cast<CUfunction>(k), 1, 1, 1, 32, 1, 1, 0, nullptr, a, nullptr));
+  return {through_tmaguard ? e.wrapped : e.direct, static_cast<CUfunction>(k), a};
 }
 
-void encode(benchmark::State& st, bool through_tmaguard) {
+void launch(benchmark::State& st, bool through_tmaguard, int which) {
+  const Launch l = pick(through_tmaguard, which);
+  for (auto _ : st) benchmark::DoNotOptimize(l());
+}
+
+// ring == 0: a distinct descriptor every call, the worst case (the encode explainer looks at bytes it has not
+// seen). ring == N: a working set of N descriptors re-encoded in rotation (Triton re-encodes every descriptor on
+// every launch): after the first round each call should be a hash and a provenance lookup.
+void encode(benchmark::State& st, bool through_tmaguard, uint64_t ring) {
   Env& e = env();
   auto fn = through_tmaguard ? e.enc_wrapped : e.enc_direct;
   const cuuint64_t dims[4] = {128, 256, 4, 2}, strides[3] = {1024, 256, 262144};
   const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
   CUtensorMap m;
-  uint64_t addr = 0x7f0000000000ULL;
+  uint64_t i = 0;
   for (auto _ : st) {
-    addr += 256;  // a distinct descriptor every call: the worst case (a repeat costs a hash and a lookup)
+    ++i;
+    const uint64_t addr = 0x7f0000000000ULL + ((ring ? i % ring : i) << 8);
     benchmark::DoNotOptimize(fn(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, reinterpret_cast<void*>(addr), dims, strides,
                                 box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                 CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
@@ -103,14 +118,11 @@ void evict_caches() {
   benchmark::ClobberMemory();
 }
 void launch_cold(benchmark::State& st, bool through_tmaguard, int which) {
-  Env& e = env();
-  auto fn = through_tmaguard ? e.wrapped : e.direct;
-  void* k = which == 0 ? e.plain : which == 1 ? e.tma4 : e.fa4;
-  void** a = which == 0 ? e.args_plain.data() : which == 1 ? e.args_tma4.data() : e.args_fa4.data();
+  const Launch l = pick(through_tmaguard, which);
   for (auto _ : st) {
     evict_caches();
     const auto t0 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(fn(static_cast<CUfunction>(k), 1, 1, 1, 32, 1, 1, 0, nullptr, a, nullptr));
+    benchmark::DoNotOptimize(l());
     const auto t1 = std::chrono::steady_clock::now();
     st.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
   }
@@ -130,27 +142,10 @@ BENCHMARK_CAPTURE(launch, tma4_direct, false, 1);
 BENCHMARK_CAPTURE(launch, tma4_tmaguard, true, 1);
 BENCHMARK_CAPTURE(launch, fa4_6maps_direct, false, 2);
 BENCHMARK_CAPTURE(launch, fa4_6maps_tmaguard, true, 2);
-// A working set of 1024 descriptors re-encoded in rotation (Triton re-encodes every descriptor on every launch):
-// after the first round each call should be a hash and a provenance lookup.
-void encode_rotation(benchmark::State& st, bool through_tmaguard) {
-  Env& e = env();
-  auto fn = through_tmaguard ? e.enc_wrapped : e.enc_direct;
-  const cuuint64_t dims[4] = {128, 256, 4, 2}, strides[3] = {1024, 256, 262144};
-  const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
-  CUtensorMap m;
-  uint64_t i = 0;
-  for (auto _ : st) {
-    const uint64_t addr = 0x7f0000000000ULL + ((++i & 1023) << 8);
-    benchmark::DoNotOptimize(fn(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, reinterpret_cast<void*>(addr), dims, strides,
-                                box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  }
-}
-BENCHMARK_CAPTURE(encode_rotation, direct, false);
-BENCHMARK_CAPTURE(encode_rotation, tmaguard, true);
-
-BENCHMARK_CAPTURE(encode, direct, false);
-BENCHMARK_CAPTURE(encode, tmaguard, true);
+BENCHMARK_CAPTURE(encode, rotation_direct, false, 1024);
+BENCHMARK_CAPTURE(encode, rotation_tmaguard, true, 1024);
+BENCHMARK_CAPTURE(encode, fresh_direct, false, 0);
+BENCHMARK_CAPTURE(encode, fresh_tmaguard, true, 0);
 
 void core_decode(benchmark::State& st) {
   Env& e = env();
