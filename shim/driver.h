@@ -27,11 +27,16 @@ enum class EntryId : int {
 };
 
 void* real_function_slow(EntryId id);
+//! The real function if it was already looked up and found, else nullptr; never looks anything up (the launch
+//! wrappers' first line, which must not make a call that is not a tail call).
+inline void* real_function_if_resolved(EntryId id) {
+  void* f = g_hot.real[static_cast<int>(id)].load(std::memory_order_acquire);
+  return reinterpret_cast<uintptr_t>(f) > 1 ? f : nullptr;  // 0: not looked up yet, 1: missing
+}
 //! The real driver's function for an entry, or nullptr (driver missing, or it lacks the symbol). Never ours.
 inline void* real_function(EntryId id) {
-  void* f = g_hot.real[static_cast<int>(id)].load(std::memory_order_acquire);
-  if (__builtin_expect(reinterpret_cast<uintptr_t>(f) > 1, 1)) return f;
-  return f ? nullptr : real_function_slow(id);
+  if (void* f = real_function_if_resolved(id); __builtin_expect(f != nullptr, 1)) return f;
+  return real_function_slow(id);
 }
 //! Our wrapper for a pointer the driver handed out, or the pointer itself when it is not an interposed entry.
 void* route(void* real_ptr);
@@ -43,8 +48,11 @@ const char* driver_path();
 
 }  // namespace tmaguard
 
-// Typed real pointer: TG_REAL(cuLaunchKernel) has type PFN_cuLaunchKernel_v4000.
+// Typed real pointer: TG_REAL(cuLaunchKernel) has type PFN_cuLaunchKernel_v4000. TG_REAL_IF_RESOLVED: the same, or
+// nullptr when not looked up yet.
 #define TG_REAL(name) reinterpret_cast<tg_pfn_##name>(::tmaguard::real_function(::tmaguard::EntryId::name))
+#define TG_REAL_IF_RESOLVED(name) \
+  reinterpret_cast<tg_pfn_##name>(::tmaguard::real_function_if_resolved(::tmaguard::EntryId::name))
 
 // Wrapper declarations with the exact exported names and the PFN types (mismatched definitions do not compile).
 #define TG_WRAPPER(name) tg_wrap_##name

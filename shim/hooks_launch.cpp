@@ -170,24 +170,25 @@ __attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, CUfun
 // The launch wrappers' fast path, inlined into each: true when the launch is known to be fine without the full
 // check, i.e. a repeated launch, on this thread, of a kernel without tensor-map parameters. It touches only the
 // lines listed in hot.h. False sends the launch to the wrapper's out-of-line rest (launch_rest below).
+// Whether this launch may use the per-thread caches at all: armed, not inside one of our own calls, not inspecting
+// (inspect mode records every layout, so every launch takes the full path).
+__attribute__((always_inline)) inline bool caches_usable() {
+  return t_hot.hook_depth == 0 && g_hot.state.load(std::memory_order_acquire) == 2 &&
+         g_hot.mode.load(std::memory_order_relaxed) != static_cast<int>(Mode::kInspect);
+}
+
 __attribute__((always_inline)) inline bool fast_pass(CUfunction f) {
-  ThreadHot& t = t_hot;
-  if (__builtin_expect(t.hook_depth != 0 || g_hot.state.load(std::memory_order_acquire) != 2 ||
-                           g_hot.mode.load(std::memory_order_relaxed) == static_cast<int>(Mode::kInspect),
-                       0))
-    return false;
+  if (__builtin_expect(!caches_usable(), 0)) return false;
   const FrontEntry& e = front_slot(f);
   if (__builtin_expect(e.f != f || !e.info || e.n_maps != 0, 0)) return false;
-  bump(t.launches_seen);
+  bump(t_hot.launches_seen);
   return true;
 }
 
 // The rest, out of line: a kernel with tensor maps whose bytes match its last clean launch on this thread passes
 // after hashing them; anything else gets the full check.
 __attribute__((always_inline)) inline bool launch_allowed(CUfunction f, const Geometry& geom, void** params, void** extra) {
-  ThreadHot& t = t_hot;
-  if (t.hook_depth == 0 && g_hot.state.load(std::memory_order_acquire) == 2 &&
-      g_hot.mode.load(std::memory_order_relaxed) != static_cast<int>(Mode::kInspect)) {
+  if (caches_usable()) {
     const FrontEntry& e = front_slot(f);
     if (e.f == f && e.info && maps_clean(e, f, params)) return true;
   }
@@ -215,11 +216,6 @@ using tmaguard::fast_pass;
 using tmaguard::Geometry;
 using tmaguard::launch_allowed;
 
-// The raw real pointer, for the wrappers' first lines: nullptr until resolved (the out-of-line rest resolves it).
-#define TG_REAL_HOT(name)                                                                                          \
-  reinterpret_cast<tg_pfn_##name>(                                                                               \
-      ::tmaguard::g_hot.real[static_cast<int>(::tmaguard::EntryId::name)].load(std::memory_order_acquire))
-
 // Each wrapper is a fast path that ends in a tail call, either to the driver or to its out-of-line rest (same
 // signature, so no argument is spilled on the way).
 #define TG_LAUNCH_WRAPPER(name)                                                                                    \
@@ -234,8 +230,8 @@ using tmaguard::launch_allowed;
   CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,       \
                             unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params,         \
                             void** extra) {                                                                        \
-    auto real = TG_REAL_HOT(name);                                                                                 \
-    if (__builtin_expect(reinterpret_cast<uintptr_t>(real) > 1 && fast_pass(f), 1))                                 \
+    auto real = TG_REAL_IF_RESOLVED(name);                                                                         \
+    if (__builtin_expect(real && fast_pass(f), 1))                                                                \
       return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                              \
     return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                  \
   }
@@ -254,8 +250,8 @@ TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz)
     return real(config, f, params, extra);                                                                         \
   }                                                                                                                \
   CUresult TG_WRAPPER(name)(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {            \
-    auto real = TG_REAL_HOT(name);                                                                                 \
-    if (__builtin_expect(reinterpret_cast<uintptr_t>(real) > 1 && fast_pass(f), 1))                                 \
+    auto real = TG_REAL_IF_RESOLVED(name);                                                                         \
+    if (__builtin_expect(real && fast_pass(f), 1))                                                                \
       return real(config, f, params, extra);                                                                       \
     return launch_rest_##name(config, f, params, extra);                                                           \
   }
@@ -273,8 +269,8 @@ TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz)
   }                                                                                                                \
   CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,       \
                             unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params) {       \
-    auto real = TG_REAL_HOT(name);                                                                                 \
-    if (__builtin_expect(reinterpret_cast<uintptr_t>(real) > 1 && fast_pass(f), 1))                                 \
+    auto real = TG_REAL_IF_RESOLVED(name);                                                                         \
+    if (__builtin_expect(real && fast_pass(f), 1))                                                                \
       return real(f, gx, gy, gz, bx, by, bz, smem, s, params);                                                     \
     return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params);                                         \
   }

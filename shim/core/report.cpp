@@ -55,11 +55,13 @@ std::string map_text(const TensorMapView& v) {
   return s;
 }
 
-void stamp(json& j, const ProcessContext& c) {
+// Adds the process context to a record and renders it as one line (invalid UTF-8 in names is replaced, never thrown).
+std::string stamped(json& j, const ProcessContext& c) {
   j["pid"] = c.pid;
   j["tid"] = c.tid;
   j["rank"] = c.rank.empty() ? json(nullptr) : json(c.rank);
   j["time"] = c.time;
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string ctx_text(const ProcessContext& c) {
@@ -92,8 +94,7 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
     j["hint"] = f.hint;
     if (!f.provenance.empty()) j["provenance"] = f.provenance;
     j["action"] = action;
-    stamp(j, ctx);
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+    return stamped(j, ctx);
   }
   std::string s = fmt::format("tmaguard: {} {} [{}] action={} kernel={} tensor={}", event, f.rule,
                               to_string(f.severity), action, f.kernel, f.tensor);
@@ -123,8 +124,7 @@ std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, Lo
       maps.push_back(std::move(e));
     }
     j["tensor_maps"] = maps;
-    stamp(j, ctx);
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+    return stamped(j, ctx);
   }
   std::string s = fmt::format("tmaguard: inspect kernel={} grid={{{}}} block={{{}}} params={} tensor_maps={} ({})", r.kernel,
                               fmt::join(r.grid, ","), fmt::join(r.block, ","), r.params.size(), r.maps.size(),
@@ -145,8 +145,7 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
     j["launches_checked"] = s.launches_checked;
     j["tensor_maps_decoded"] = s.tensor_maps_decoded;
     j["violations"] = s.violations_by_rule;
-    stamp(j, ctx);
-    return j.dump();
+    return stamped(j, ctx);
   }
   std::string v;
   for (const auto& [rule, n] : s.violations_by_rule) v += fmt::format("{}{} x{}", v.empty() ? "" : ", ", rule, n);
@@ -160,8 +159,7 @@ std::string render_notice(std::string_view event, std::string_view message, cons
     json j;
     j["event"] = event;
     j["message"] = message;
-    stamp(j, ctx);
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+    return stamped(j, ctx);
   }
   return fmt::format("tmaguard: {}: {} ({})", event, message, ctx_text(ctx));
 }
