@@ -13,7 +13,7 @@ namespace {
 
 constexpr int kEntries = static_cast<int>(EntryId::kCount);
 constexpr const char* kNames[] = {
-#define TG_ENTRY(name, pfn, kind) #name,
+#define TG_ENTRY(name, pfn) #name,
 #define TG_REAL_ONLY(name, pfn) #name,
 #include "entry_points.def"
 #undef TG_ENTRY
@@ -21,7 +21,7 @@ constexpr const char* kNames[] = {
 };
 // Our wrappers, nullptr for real-only rows.
 void* const kWrappers[] = {
-#define TG_ENTRY(name, pfn, kind) reinterpret_cast<void*>(&tg_wrap_##name),
+#define TG_ENTRY(name, pfn) reinterpret_cast<void*>(&tg_wrap_##name),
 #define TG_REAL_ONLY(name, pfn) nullptr,
 #include "entry_points.def"
 #undef TG_ENTRY
@@ -30,14 +30,13 @@ void* const kWrappers[] = {
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kEntries);
 static_assert(kEntries <= static_cast<int>(sizeof(HotGlobals::real) / sizeof(HotGlobals::real[0])));
 static_assert(static_cast<int>(EntryId::cuLaunchKernel) < 6 && static_cast<int>(EntryId::cuLaunchKernel_ptsz) < 6 &&
-              static_cast<int>(EntryId::cuLaunchKernelEx) < 6 && static_cast<int>(EntryId::cuLaunchKernelEx_ptsz) < 6 &&
-              static_cast<int>(EntryId::cuLaunchCooperativeKernel) < 6 &&
-              static_cast<int>(EntryId::cuLaunchCooperativeKernel_ptsz) < 6,
+                  static_cast<int>(EntryId::cuLaunchKernelEx) < 6 &&
+                  static_cast<int>(EntryId::cuLaunchKernelEx_ptsz) < 6 &&
+                  static_cast<int>(EntryId::cuLaunchCooperativeKernel) < 6 &&
+                  static_cast<int>(EntryId::cuLaunchCooperativeKernel_ptsz) < 6,
               "the launch entries' real pointers must share HotGlobals' first cache line");
 
-// Sentinel for "looked up, not there" so a missing symbol is not looked up on every call.
-void* const kMissing = reinterpret_cast<void*>(1);
-std::atomic<void*> g_handle{nullptr};
+std::atomic<void*> g_handle{nullptr};  // the driver's dlopen handle; kMissing when it could not be loaded
 std::atomic<void*> g_real_dlsym{nullptr};
 
 // load=false: only a driver the process already loaded (the dlsym path must not load libcuda into a process
@@ -86,7 +85,7 @@ HotGlobals g_hot;
 void* real_function_slow(EntryId id) {
   const int i = static_cast<int>(id);
   void* f = g_hot.real[i].load(std::memory_order_acquire);
-  if (f) return f == kMissing ? nullptr : f;
+  if (f != kNotLookedUp) return f == kMissing ? nullptr : f;
   void* h = libcuda_handle(true);
   DlsymFn sym = real_dlsym();
   f = (h && sym) ? sym(h, kNames[i]) : nullptr;

@@ -1,24 +1,15 @@
 // tmaguard shim: the real CUDA driver (resolution, typed real pointers, pointer routing). Only driver.cpp uses dlfcn.
 #pragma once
 
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <type_traits>
 
+#include "cuda_names.h"
 #include "hot.h"
-
-// cuda.h remaps these names to their _v2 (CUDA 13); tmaguard needs the exact exported names.
-#undef cuGetProcAddress
-#undef cuGraphAddKernelNode
-#undef cuGraphKernelNodeSetParams
-#undef cuGraphExecKernelNodeSetParams
-#undef cuGraphAddNode
 
 namespace tmaguard {
 
 enum class EntryId : int {
-#define TG_ENTRY(name, pfn, kind) name,
+#define TG_ENTRY(name, pfn) name,
 #define TG_REAL_ONLY(name, pfn) name,
 #include "entry_points.def"
 #undef TG_ENTRY
@@ -26,12 +17,17 @@ enum class EntryId : int {
   kCount
 };
 
+//! Values of a HotGlobals::real slot besides a function pointer: not looked up yet, or looked up and absent (so a
+//! missing symbol is not looked up again on every call).
+inline void* const kNotLookedUp = nullptr;
+inline void* const kMissing = reinterpret_cast<void*>(1);
+
 void* real_function_slow(EntryId id);
 //! The real function if it was already looked up and found, else nullptr; never looks anything up (the launch
 //! wrappers' first line, which must not make a call that is not a tail call).
 inline void* real_function_if_resolved(EntryId id) {
   void* f = g_hot.real[static_cast<int>(id)].load(std::memory_order_acquire);
-  return reinterpret_cast<uintptr_t>(f) > 1 ? f : nullptr;  // 0: not looked up yet, 1: missing
+  return (f != kNotLookedUp && f != kMissing) ? f : nullptr;
 }
 //! The real driver's function for an entry, or nullptr (driver missing, or it lacks the symbol). Never ours.
 inline void* real_function(EntryId id) {
@@ -56,8 +52,8 @@ const char* driver_path();
 
 // Wrapper declarations with the exact exported names and the PFN types (mismatched definitions do not compile).
 #define TG_WRAPPER(name) tg_wrap_##name
-#define TG_ENTRY(name, pfn, kind)                                                       \
-  using tg_pfn_##name = pfn;                                                            \
+#define TG_ENTRY(name, pfn)  \
+  using tg_pfn_##name = pfn; \
   extern "C" __attribute__((visibility("default"))) std::remove_pointer_t<pfn> tg_wrap_##name __asm__(#name);
 #define TG_REAL_ONLY(name, pfn) using tg_pfn_##name = pfn;
 #include "entry_points.def"

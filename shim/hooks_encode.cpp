@@ -1,6 +1,6 @@
-// tmaguard shim: cuTensorMapEncode* and cuTensorMapReplaceAddress wrappers. They record provenance (which entry
-// point made which descriptor, bounded) and explain a failed encode in one line. The driver's return code is never
-// changed.
+// tmaguard shim: cuTensorMapEncode* and cuTensorMapReplaceAddress wrappers. They record provenance (provenance.h)
+// and explain in one line an encode that failed or that the driver accepted although its arguments are almost
+// certainly a bug. The driver's return code is never changed.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -11,49 +11,13 @@
 #include <pthread.h>
 
 #include "driver.h"
-#include "kernel_cache.h"
+#include "provenance.h"
+#include "reporter.h"
 #include "runtime.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
 namespace {
-
-// Provenance: which entry point produced a descriptor's bytes, keyed by content hash. The arguments themselves
-// need no storing: the descriptor encodes them and the report prints them decoded. One 64-bit word per entry
-// (hash with the low 3 bits replaced by the API id), lock-free, fixed 32 KiB whatever the number of encodes.
-// Eight-way buckets of one cache line each: a job's working set of descriptors (Triton re-encodes every one on
-// every launch) must not evict itself, or each re-encode would pay the first-seen path (a direct-mapped table of
-// the same size had a quarter of 1024 descriptors colliding).
-enum Api : uint64_t { kNone = 0, kTiled, kIm2col, kIm2colWide, kReplacedTiled, kReplacedIm2col, kReplacedWide };
-constexpr std::size_t kProvWays = 8;
-constexpr std::size_t kProvBuckets = (1 << 12) / kProvWays;
-struct alignas(64) ProvBucket {
-  std::atomic<uint64_t> way[kProvWays];
-};
-ProvBucket g_prov[kProvBuckets];
-
-constexpr uint64_t kTagMask = ~uint64_t{7};
-ProvBucket& bucket(uint64_t hash) { return g_prov[(hash >> 40) & (kProvBuckets - 1)]; }
-void record(uint64_t hash, Api api) {
-  ProvBucket& b = bucket(hash);
-  std::size_t victim = (hash >> 3) & (kProvWays - 1);  // when the bucket is full: a pseudo-random way
-  for (std::size_t i = 0; i < kProvWays; ++i) {
-    const uint64_t v = b.way[i].load(std::memory_order_relaxed);
-    if ((v & kTagMask) == (hash & kTagMask) || v == 0) {
-      victim = i;
-      break;
-    }
-  }
-  b.way[victim].store((hash & kTagMask) | api, std::memory_order_relaxed);
-}
-Api lookup(uint64_t hash) {
-  ProvBucket& b = bucket(hash);
-  for (std::size_t i = 0; i < kProvWays; ++i) {
-    const uint64_t v = b.way[i].load(std::memory_order_relaxed);
-    if ((v & kTagMask) == (hash & kTagMask) && v != 0) return static_cast<Api>(v & 7);
-  }
-  return kNone;
-}
 
 const char* result_name(CUresult rc) {
   switch (rc) {
@@ -61,15 +25,6 @@ const char* result_name(CUresult rc) {
     case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
     case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
     default: return "error";
-  }
-}
-
-const char* api_name(Api a) {
-  switch (a) {
-    case kTiled: case kReplacedTiled: return "cuTensorMapEncodeTiled";
-    case kIm2col: case kReplacedIm2col: return "cuTensorMapEncodeIm2col";
-    case kIm2colWide: case kReplacedWide: return "cuTensorMapEncodeIm2colWide";
-    default: return "";
   }
 }
 
@@ -115,11 +70,11 @@ constexpr int kNotAllocated = 6, kBeyondAllocation = 7;
 std::atomic<uint32_t> g_warned{0};  // bit (api * 8 + kind)
 
 template <typename Message>
-void warn_once(Api api, int kind, Message&& message) {
-  const uint32_t bit = 1u << ((api % 4) * 8 + kind);
+void warn_once(EncodeApi api, int kind, Message&& message) {
+  const uint32_t bit = 1u << ((static_cast<int>(api) % 4) * 8 + kind);
   if (g_warned.fetch_or(bit, std::memory_order_relaxed) & bit) return;
-  report_notice(fmt::format("encode-warning|{}|{}", api_name(api), kind), "encode-warning",
-                fmt::format("{} accepted, but {}", api_name(api), message()));
+  report_notice(fmt::format("encode-warning|{}|{}", encode_api_name(api), kind), "encode-warning",
+                fmt::format("{} accepted, but {}", encode_api_name(api), message()));
 }
 
 // Success: remember the bytes and, the first time these bytes are seen, warn about arguments the driver accepts
@@ -127,7 +82,7 @@ void warn_once(Api api, int kind, Message&& message) {
 // The arguments are gathered only for new bytes or a failure, never for a repeat encode (Triton re-encodes every
 // launch).
 template <typename Gather>
-void after_encode(Api api, CUresult rc, const CUtensorMap* map, Gather&& gather) {
+void after_encode(EncodeApi api, CUresult rc, const CUtensorMap* map, Gather&& gather) {
   if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_INVALID_VALUE) return;
   HookScope scope;
   if (scope.nested() || !armed()) return;
@@ -135,44 +90,39 @@ void after_encode(Api api, CUresult rc, const CUtensorMap* map, Gather&& gather)
     if (rc == CUDA_SUCCESS) {
       if (!map) return;
       const uint64_t h = content_hash(reinterpret_cast<const uint8_t*>(map));
-      if (lookup(h) == api) return;
-      record(h, api);
+      const Provenance seen = provenance_lookup(h);
+      if (seen.api == api && !seen.replaced) return;
+      provenance_record(h, {api, false});
       const EncodeArgs a = gather();
       for (const EncodeProblem& p : encode_warnings(a)) warn_once(api, p.kind, [&] { return p.message; });
       Range r;
       if (a.address && !allocation_of(a.address, &r)) {
         warn_once(api, kNotAllocated, [&] {
-          return fmt::format("globalAddress 0x{:x} is not memory the CUDA driver allocated (a host, freed or foreign "
-                             "pointer?)", a.address);
+          return fmt::format(
+              "globalAddress 0x{:x} is not memory the CUDA driver allocated (a host, freed or foreign "
+              "pointer?)",
+              a.address);
         });
       } else if (a.address && a.address + footprint_bytes(a) > r.end) {
         warn_once(api, kBeyondAllocation, [&] {
           return fmt::format("the map spans [0x{:x}, 0x{:x}), {} bytes past the end of its allocation [0x{:x}, 0x{:x})",
-                             a.address, a.address + footprint_bytes(a), a.address + footprint_bytes(a) - r.end,
-                             r.start, r.end);
+                             a.address, a.address + footprint_bytes(a), a.address + footprint_bytes(a) - r.end, r.start,
+                             r.end);
         });
       }
       return;
     }
     const EncodeProblem p = validate_encode(gather());
     const std::string why = p ? p.message : "no documented requirement explains it";
-    report_notice(fmt::format("encode|{}|{}", api_name(api), why), "encode-rejected",
-                  fmt::format("{} returned {} ({}): {}", api_name(api), static_cast<int>(rc), result_name(rc), why));
+    report_notice(
+        fmt::format("encode|{}|{}", encode_api_name(api), why), "encode-rejected",
+        fmt::format("{} returned {} ({}): {}", encode_api_name(api), static_cast<int>(rc), result_name(rc), why));
   } catch (...) {
     // Best effort: the encode result stands either way.
   }
 }
 
 }  // namespace
-
-std::string provenance_for(uint64_t hash) {
-  const Api a = lookup(hash);
-  if (a == kNone)
-    return "no cuTensorMapEncode* call in this process produced these bytes (filled inline, e.g. by CuTe DSL)";
-  std::string s = std::string("encoded by ") + api_name(a) + " in this process";
-  if (a >= kReplacedTiled) s += ", address replaced by cuTensorMapReplaceAddress";
-  return s;
-}
 
 }  // namespace tmaguard
 
@@ -185,8 +135,9 @@ CUresult TG_WRAPPER(cuTensorMapEncodeTiled)(CUtensorMap* map, CUtensorMapDataTyp
   auto real = TG_REAL(cuTensorMapEncodeTiled);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   const CUresult rc = real(map, dt, rank, addr, dims, strides, box, es, il, sw, l2, oob);
-  after_encode(kTiled, rc, map, [&] {
-    EncodeArgs a = encode_args(MapKind::kTiled, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2, oob);
+  after_encode(EncodeApi::kTiled, rc, map, [&] {
+    EncodeArgs a =
+        encode_args(MapKind::kTiled, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2, oob);
     for (uint32_t i = 0; box && i < rank && i < kMaxRank; ++i) a.box[i] = box[i];
     return a;
   });
@@ -201,8 +152,9 @@ CUresult TG_WRAPPER(cuTensorMapEncodeIm2col)(CUtensorMap* map, CUtensorMapDataTy
   auto real = TG_REAL(cuTensorMapEncodeIm2col);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   const CUresult rc = real(map, dt, rank, addr, dims, strides, lower, upper, cpp, ppc, es, il, sw, l2, oob);
-  after_encode(kIm2col, rc, map, [&] {
-    EncodeArgs a = encode_args(MapKind::kIm2col, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2, oob);
+  after_encode(EncodeApi::kIm2col, rc, map, [&] {
+    EncodeArgs a =
+        encode_args(MapKind::kIm2col, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2, oob);
     for (uint32_t i = 0; i + 2 < rank && i < 3; ++i) {
       if (lower) a.lower_corner[i] = lower[i];
       if (upper) a.upper_corner[i] = upper[i];
@@ -214,18 +166,18 @@ CUresult TG_WRAPPER(cuTensorMapEncodeIm2col)(CUtensorMap* map, CUtensorMapDataTy
   return rc;
 }
 
-CUresult TG_WRAPPER(cuTensorMapEncodeIm2colWide)(CUtensorMap* map, CUtensorMapDataType dt, cuuint32_t rank,
-                                                 void* addr, const cuuint64_t* dims, const cuuint64_t* strides,
-                                                 int lower_w, int upper_w, cuuint32_t cpp, cuuint32_t ppc,
-                                                 const cuuint32_t* es, CUtensorMapInterleave il,
-                                                 CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle sw,
-                                                 CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+CUresult TG_WRAPPER(cuTensorMapEncodeIm2colWide)(CUtensorMap* map, CUtensorMapDataType dt, cuuint32_t rank, void* addr,
+                                                 const cuuint64_t* dims, const cuuint64_t* strides, int lower_w,
+                                                 int upper_w, cuuint32_t cpp, cuuint32_t ppc, const cuuint32_t* es,
+                                                 CUtensorMapInterleave il, CUtensorMapIm2ColWideMode mode,
+                                                 CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
+                                                 CUtensorMapFloatOOBfill oob) {
   auto real = TG_REAL(cuTensorMapEncodeIm2colWide);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   const CUresult rc = real(map, dt, rank, addr, dims, strides, lower_w, upper_w, cpp, ppc, es, il, mode, sw, l2, oob);
-  after_encode(kIm2colWide, rc, map, [&] {
-    EncodeArgs a = encode_args(MapKind::kIm2colWide, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2,
-                               oob);
+  after_encode(EncodeApi::kIm2colWide, rc, map, [&] {
+    EncodeArgs a = encode_args(MapKind::kIm2colWide, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il,
+                               sw, l2, oob);
     a.lower_corner[0] = lower_w;
     a.upper_corner[0] = upper_w;
     a.channels_per_pixel = cpp;
@@ -244,10 +196,9 @@ CUresult TG_WRAPPER(cuTensorMapReplaceAddress)(CUtensorMap* map, void* addr) {
   if (rc == CUDA_SUCCESS && map) {
     HookScope scope;
     if (!scope.nested() && armed()) {
-      const Api a = lookup(before);
-      if (a != kNone)
-        record(content_hash(reinterpret_cast<const uint8_t*>(map)),
-               a >= kReplacedTiled ? a : static_cast<Api>(a + (kReplacedTiled - kTiled)));
+      const Provenance p = provenance_lookup(before);
+      if (p.api != EncodeApi::kNone)
+        provenance_record(content_hash(reinterpret_cast<const uint8_t*>(map)), {p.api, true});
     }
   }
   return rc;

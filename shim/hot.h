@@ -13,12 +13,15 @@ namespace tmaguard {
 
 struct KernelInfo;
 
+//! Initialisation state (HotGlobals::state). Uninit -> Initing -> Armed | Disabled; read on every launch.
+enum InitState : int { kUninit = 0, kIniting = 1, kArmed = 2, kDisabled = 3 };
+
 //! Process-wide, read-mostly. Entry ids 0..5 are the launch entries (entry_points.def lists them first), so
 //! their real pointers share the first line with `state` and `mode`.
 struct alignas(64) HotGlobals {
-  std::atomic<int> state;  // 0 uninit, 1 initing, 2 armed, 3 disabled
-  std::atomic<int> mode;   // Mode, valid once armed
-  std::atomic<void*> real[32];  // the real driver's functions by EntryId (nullptr: not looked up; 1: missing)
+  std::atomic<int> state;       // InitState
+  std::atomic<int> mode;        // Mode, valid once armed
+  std::atomic<void*> real[32];  // the real driver's functions by EntryId (driver.h: kNotLookedUp, kMissing)
 };
 extern HotGlobals g_hot;
 
@@ -28,8 +31,8 @@ struct FrontEntry {
   const void* f;           // the launch handle (CUfunction or CUkernel)
   const KernelInfo* info;  // nullptr: empty entry
   uint64_t clean_key;      // the last launch key found clean for this kernel on this thread (0: none)
-  uint8_t n_maps;          // tensor-map candidates, or kManyMaps when their indices do not fit in `idx`
-  uint8_t idx[7];          // their parameter indices
+  uint8_t n_maps;          // tensor-map slots, or kManyMaps when they do not fit in `idx`
+  uint8_t idx[7];          // their parameter indices (whole 128-byte parameters only)
 };
 static_assert(sizeof(FrontEntry) == 32);
 constexpr uint8_t kManyMaps = 0xff;

@@ -48,7 +48,8 @@ const KernelInfo* build(CUfunction f) {
   bool is_kernel = false;
   if (auto fn = TG_REAL(cuFuncGetName); fn && fn(&name, f) == CUDA_SUCCESS && name) {
     k->name = name;
-  } else if (auto kn = TG_REAL(cuKernelGetName); kn && kn(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && name) {
+  } else if (auto kn = TG_REAL(cuKernelGetName);
+             kn && kn(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && name) {
     k->name = name;
     is_kernel = true;
   } else {
@@ -62,13 +63,14 @@ const KernelInfo* build(CUfunction f) {
   };
   std::size_t off = 0, size = 0;
   if (!is_kernel && info(0, &off, &size) == CUDA_ERROR_INVALID_HANDLE) is_kernel = true;  // CUkernel without a name
-  for (std::size_t i = 0; i < 4096; ++i) {
+  constexpr std::size_t kMaxParams = 4096;
+  for (std::size_t i = 0; i < kMaxParams; ++i) {
     if (info(i, &off, &size) != CUDA_SUCCESS) break;
-    k->offsets.push_back(off);
-    k->sizes.push_back(size);
+    k->layout.offsets.push_back(off);
+    k->layout.sizes.push_back(size);
     // Offsets are relative to the parameter block, whose own alignment the driver chooses (an H200 reported
     // 112/240/368 for three leading CUtensorMaps), so only the size identifies a tensor-map candidate.
-    if (size == kTensorMapBytes) k->map_params.push_back(static_cast<int>(i));
+    if (size == kTensorMapBytes) k->maps.push_back({static_cast<uint32_t>(i), 0});
   }
   k->rules = rules_for_kernel(tmaguard::rules(), k->name);
   return k;
@@ -87,11 +89,13 @@ FrontEntry& front_entry(CUfunction f) {
   e.f = f;
   e.info = info;
   e.clean_key = 0;
-  const std::size_t n = info->map_params.size();
+  // The front entry carries up to seven whole-parameter slots with an index below 256; anything else is read
+  // from the KernelInfo (2-CTA FA4 has nine maps).
+  const std::size_t n = info->maps.size();
   bool fits = n <= sizeof(e.idx);
   for (std::size_t i = 0; fits && i < n; ++i) {
-    fits = info->map_params[i] < 256;
-    if (fits) e.idx[i] = static_cast<uint8_t>(info->map_params[i]);
+    fits = info->maps[i].offset == 0 && info->maps[i].param < 256;
+    if (fits) e.idx[i] = static_cast<uint8_t>(info->maps[i].param);
   }
   e.n_maps = fits ? static_cast<uint8_t>(n) : kManyMaps;
   return e;

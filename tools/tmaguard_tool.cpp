@@ -25,23 +25,19 @@ int check_rules(const std::vector<std::string>& files, bool show_builtin) {
   }
   int bad = 0;
   for (const std::string& f : files) {
-    std::ifstream in(f);
-    if (!in) {
-      std::cerr << f << ": cannot read the rules file\n";
-      ++bad;
-      continue;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const tmaguard::RulesResult r = tmaguard::parse_rules(ss.str(), f);
+    const tmaguard::RulesResult r = tmaguard::load_rules_file(f);
     for (const std::string& e : r.errors) std::cerr << e << "\n";
-    if (r.errors.empty()) std::cout << fmt::format("{}: {} rules OK\n", f, tmaguard::rule_count(*r.rules));
-    else ++bad;
+    if (r.errors.empty())
+      std::cout << fmt::format("{}: {} rules OK\n", f, tmaguard::rule_count(*r.rules));
+    else
+      ++bad;
   }
   return bad ? 1 : 0;
 }
 
-std::string short_name(const std::string& k) { return k.size() > 90 ? k.substr(0, 60) + "..." + k.substr(k.size() - 27) : k; }
+std::string short_name(const std::string& k) {
+  return k.size() > 90 ? k.substr(0, 60) + "..." + k.substr(k.size() - 27) : k;
+}
 
 int report(const std::vector<std::string>& files) {
   using nlohmann::json;
@@ -69,7 +65,9 @@ int report(const std::vector<std::string>& files) {
       ++lines;
       json j = json::parse(line, nullptr, false);
       if (j.is_discarded() || !j.is_object()) {
-        if (bad_lines++ == 0) std::cerr << fmt::format("{}:{}: not a JSON record (was the log written with TMAGUARD_LOG_FORMAT=json?)\n", f, n);
+        if (bad_lines++ == 0)
+          std::cerr << fmt::format("{}:{}: not a JSON record (was the log written with TMAGUARD_LOG_FORMAT=json?)\n", f,
+                                   n);
         continue;
       }
       const std::string ev = j.value("event", "");
@@ -81,9 +79,10 @@ int report(const std::vector<std::string>& files) {
         for (const auto& m : j["tensor_maps"]) {
           if (m.contains("tensor_map")) {
             const auto& t = m["tensor_map"];
-            layout += fmt::format("\n      param {:<3} {} dims {} strides {} box {} swizzle {}", m.value("param_index", -1),
-                                  t.value("dtype", "?"), t["dims"].dump(), t["strides_bytes"].dump(),
-                                  t.contains("box") ? t["box"].dump() : "-", t.value("swizzle", "?"));
+            layout +=
+                fmt::format("\n      param {:<3} {} dims {} strides {} box {} swizzle {}", m.value("param_index", -1),
+                            t.value("dtype", "?"), t["dims"].dump(), t["strides_bytes"].dump(),
+                            t.contains("box") ? t["box"].dump() : "-", t.value("swizzle", "?"));
           } else {
             layout += fmt::format("\n      param {:<3} not a tensor map", m.value("param_index", -1));
           }
@@ -103,10 +102,12 @@ int report(const std::vector<std::string>& files) {
       }
     }
   }
-  std::cout << fmt::format("{} records from {} file(s); {} process summaries: {} launches seen, {} checked, {} tensor maps decoded\n",
-                           lines - bad_lines, files.size(), processes, launches, checked, decoded);
+  std::cout << fmt::format(
+      "{} records from {} file(s); {} process summaries: {} launches seen, {} checked, {} tensor maps decoded\n",
+      lines - bad_lines, files.size(), processes, launches, checked, decoded);
   if (!violations.empty()) {
-    std::cout << fmt::format("\n{:<34} {:>6} {:>8} {:>12}  kernel\n", "violations by rule", "rank", "reports", "occurrences");
+    std::cout << fmt::format("\n{:<34} {:>6} {:>8} {:>12}  kernel\n", "violations by rule", "rank", "reports",
+                             "occurrences");
     for (const auto& [key, count] : violations) {
       const auto& ks = violation_kernels[key.first];
       const auto occ = occurrences.find(key);

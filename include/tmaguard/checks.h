@@ -6,15 +6,9 @@
 #include <vector>
 
 #include "tmaguard/finding.h"
-#include "tmaguard/tensormap.h"
+#include "tmaguard/launch.h"
 
 namespace tmaguard {
-
-//! One 128-byte, 64-byte-aligned kernel parameter, decoded.
-struct TensorMapParam {
-  int param_index = -1;
-  DecodeResult decoded;
-};
 
 //! Generic sanity of one decoded descriptor: what the real driver would have refused to encode.
 void check_descriptor(std::string_view kernel, const TensorMapParam& map, std::vector<Finding>& out);

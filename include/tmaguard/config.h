@@ -16,8 +16,9 @@ struct Config {
   Mode mode = Mode::kAbort;
   LogFormat format = LogFormat::kText;
   std::string log_path;  // empty: stderr; "%p" expands to the pid
-  std::string libcuda;   // empty: "libcuda.so.1" from the normal search path
-  std::string rank;      // RANK, else LOCAL_RANK, else empty
+  // TMAGUARD_LIBCUDA is validated here but read by the shim's driver layer itself (shim/driver.cpp): it is needed
+  // before any configuration exists (the first dlsym or cuGetProcAddress of a process).
+  std::string rank;                      // RANK, else LOCAL_RANK, else empty
   std::vector<std::string> rules_files;  // TMAGUARD_RULES, ':'-separated
   bool builtin_rules = true;             // TMAGUARD_BUILTIN_RULES=off drops the FA4 preset
   bool continue_on_rules_error = false;  // TMAGUARD_RULES_ON_ERROR=continue: run without the broken file

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
@@ -11,18 +12,39 @@ namespace tmaguard {
 enum class Severity { kWarning, kError };
 inline const char* to_string(Severity s) { return s == Severity::kError ? "error" : "warning"; }
 
+//! What happens to a launch (or a graph node about to be added or updated) once it was checked.
+enum class Verdict { kRun, kReject };
+
 struct Finding {
-  std::string rule;      // stable kebab-case id, e.g. "fa4-dk-not-k-major"
+  std::string rule;  // stable kebab-case id, e.g. "fa4-dk-not-k-major"
   Severity severity = Severity::kError;
-  std::string kernel;    // full kernel name
-  std::string tensor;    // "dK", "dV" or "param N"
-  int param_index = -1;  // kernel parameter index, -1 when the finding is about the kernel as a whole
+  std::string kernel;         // full kernel name
+  std::string tensor;         // "dK", "dV" or "param N"
+  int param_index = -1;       // kernel parameter index, -1 when the finding is about the kernel as a whole
+  uint32_t param_offset = 0;  // byte offset of the map inside that parameter (0: the whole parameter)
   std::optional<TensorMapView> tensor_map;
-  std::string expected;  // a sentence
-  std::string observed;  // what was found instead
-  std::string hint;      // how to fix
+  std::string expected;    // a sentence
+  std::string observed;    // what was found instead
+  std::string hint;        // how to fix
   std::string provenance;  // how the descriptor was made, when known
   std::string action;      // a rule's override of TMAGUARD_MODE ("abort", "reject", "log"); empty: the mode's
 };
+
+//! A finding about `map` (or about the kernel as a whole when map is null), with the map's location and decoded
+//! view filled in. Every check builds its findings with this.
+inline Finding make_finding(std::string rule, Severity severity, std::string_view kernel, std::string tensor,
+                            const TensorMapParam* map) {
+  Finding f;
+  f.rule = std::move(rule);
+  f.severity = severity;
+  f.kernel = std::string(kernel);
+  f.tensor = std::move(tensor);
+  if (map) {
+    f.param_index = map->param_index;
+    f.param_offset = map->offset;
+    if (map->decoded.ok()) f.tensor_map = map->decoded.view;
+  }
+  return f;
+}
 
 }  // namespace tmaguard

@@ -28,15 +28,16 @@ struct Summary {
   std::map<std::string, uint64_t> violations_by_rule;  // occurrences, repeats included
 };
 
+//! One finding as a record; `action` is what the mode (or the rule) did about it.
 std::string render_finding(const Finding& f, const ProcessContext& ctx, std::string_view action, LogFormat fmt);
-//! A repeat of an already-reported violation: counted, rendered only as a one-line note in text mode.
+
 //! What inspect mode records once per distinct (kernel, tensor-map layout): enough to write a rule from.
 struct InspectRecord {
   std::string kernel;
   std::array<unsigned, 3> grid{}, block{};
   std::vector<std::pair<std::size_t, std::size_t>> params;  // (offset, size) of every parameter
   struct Map {
-    int order = 0;        // position among the tensor-map parameters
+    int order = 0;  // position among the tensor-map parameters
     int param_index = 0;
     DecodeResult decoded;
     std::string provenance;

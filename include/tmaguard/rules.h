@@ -5,15 +5,13 @@
 // A rule file is a list of [[rule]] tables:
 //   [[rule]]
 //   id = "gemm-epilogue-d-layout"          # stable kebab-case id (findings use it unless a check names its own)
-//   kernel = "sm90_gemm"                   # substring of the kernel name; or kernel_glob / kernel_regex; mangled or demangled
-//   map_count = 3                          # optional: the rule applies only to launches with this many tensor maps
-//   expect_map_count = [3, 4]              # optional: any other count is a finding of its own
-//   severity = "error"                     # error (default) or warning
-//   action = "reject"                      # optional override of TMAGUARD_MODE for this rule's errors
-//   hint = "allocate D like C"             # optional, printed with every finding
-//   [rule.maps]                            # names: order among tensor maps (negative counts from the end) or "param:N"
-//   C = 1
-//   D = -1
+//   kernel = "sm90_gemm"                   # substring of the kernel name; or kernel_glob / kernel_regex; mangled or
+//   demangled map_count = 3                          # optional: the rule applies only to launches with this many
+//   tensor maps expect_map_count = [3, 4]              # optional: any other count is a finding of its own severity =
+//   "error"                     # error (default) or warning action = "reject"                      # optional override
+//   of TMAGUARD_MODE for this rule's errors hint = "allocate D like C"             # optional, printed with every
+//   finding [rule.maps]                            # names: order among tensor maps (negative counts from the end) or
+//   "param:N" C = 1 D = -1
 //   [[rule.check]]                         # one or more; kinds below
 //   kind = "same_innermost"  a = "D"  b = "C"       # D.dims[0] == C.dims[0] (K-major vs MN-major)
 // Check kinds: same_innermost, same_dims, same_strides (a, b); dtype, swizzle (map, allowed = [..]);
@@ -40,6 +38,9 @@ struct RulesResult {
 
 //! Parses and validates rule text. `source` names it in messages (a path, or "built-in").
 RulesResult parse_rules(std::string_view text, std::string_view source);
+//! Reads and parses a rules file: what the library does at start for each TMAGUARD_RULES entry and what
+//! `tmaguard check-rules` does, so the two can never disagree. An unreadable file is one error naming it.
+RulesResult load_rules_file(const std::string& path);
 //! Several rule sets into one; a later rule with the same id replaces an earlier one (user rules override presets).
 std::shared_ptr<const RuleSet> merge_rules(const std::vector<std::shared_ptr<const RuleSet>>& sets);
 //! The built-in preset (the FA4 SM100 backward guard).

@@ -19,8 +19,23 @@ inline constexpr uint64_t kMaxTileBytesSm90 = 233472;
 
 // CUtensorMapDataType values (the API enum, not the hardware code stored in the descriptor).
 enum class DataType : uint8_t {
-  kU8 = 0, kU16, kU32, kS32, kU64, kS64, kF16, kF32, kF64, kBF16, kF32Ftz, kTF32, kTF32Ftz,
-  k16U4Align8B, k16U4Align16B, k16U6Align16B, kUnknown = 255
+  kU8 = 0,
+  kU16,
+  kU32,
+  kS32,
+  kU64,
+  kS64,
+  kF16,
+  kF32,
+  kF64,
+  kBF16,
+  kF32Ftz,
+  kTF32,
+  kTF32Ftz,
+  k16U4Align8B,
+  k16U4Align16B,
+  k16U6Align16B,
+  kUnknown = 255
 };
 enum class MapKind : uint8_t { kTiled = 0, kIm2col = 1, kIm2colWide = 2 };
 
@@ -43,11 +58,11 @@ struct EncodeArgs {
   std::array<uint64_t, kMaxRank> strides{};  // strides[0..rank-2]
   std::array<uint32_t, kMaxRank> box{};      // tiled only
   std::array<uint32_t, kMaxRank> element_strides{};
-  std::array<int32_t, 3> lower_corner{};     // im2col: rank-2 values; wide: [0] is the W corner
+  std::array<int32_t, 3> lower_corner{};  // im2col: rank-2 values; wide: [0] is the W corner
   std::array<int32_t, 3> upper_corner{};
-  uint32_t channels_per_pixel = 0;           // im2col
-  uint32_t pixels_per_column = 0;            // im2col
-  uint32_t wide_mode = 0;                    // im2col wide
+  uint32_t channels_per_pixel = 0;  // im2col
+  uint32_t pixels_per_column = 0;   // im2col
+  uint32_t wide_mode = 0;           // im2col wide
   uint32_t interleave = 0, swizzle = 0, l2_promotion = 0, oob_fill = 0;
 };
 
@@ -95,8 +110,8 @@ struct TensorMapView {
   std::array<int32_t, 3> lower_corner{}, upper_corner{};
   uint32_t channels_per_pixel = 0, pixels_per_column = 0;
   uint32_t interleave = 0, swizzle = 0, swizzle_atomicity = 0, l2_promotion = 0, oob_fill = 0;
-  uint32_t tile_bytes = 0;        // as stored in the descriptor
-  uint32_t swizzle_span_word = 0; // as stored (0x10, 0x100, 0x200, 0x400)
+  uint32_t tile_bytes = 0;         // as stored in the descriptor
+  uint32_t swizzle_span_word = 0;  // as stored (0x10, 0x100, 0x200, 0x400)
 
   //! Tile bytes recomputed from the fields (what a correct encoder stores).
   uint64_t computed_tile_bytes() const;

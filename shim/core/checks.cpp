@@ -6,22 +6,6 @@
 #include <vector>
 
 namespace tmaguard {
-namespace {
-
-Finding make(std::string rule, Severity sev, std::string_view kernel, std::string tensor, const TensorMapParam* m) {
-  Finding f;
-  f.rule = std::move(rule);
-  f.severity = sev;
-  f.kernel = std::string(kernel);
-  f.tensor = std::move(tensor);
-  if (m) {
-    f.param_index = m->param_index;
-    if (m->decoded.ok()) f.tensor_map = m->decoded.view;
-  }
-  return f;
-}
-
-}  // namespace
 
 void check_descriptor(std::string_view kernel, const TensorMapParam& m, std::vector<Finding>& out) {
   if (!m.decoded.ok()) return;
@@ -31,7 +15,7 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, std::vec
       "the driver never produces this descriptor: it was filled inline (or modified after encoding); fix the code "
       "that builds it, or build it with cuTensorMapEncodeTiled to get the driver's checks";
   if (v.address == 0) {
-    Finding f = make("tmap-null-address", Severity::kError, kernel, tensor, &m);
+    Finding f = make_finding("tmap-null-address", Severity::kError, kernel, tensor, &m);
     f.expected = "a non-NULL global address";
     f.observed = "globalAddress = 0";
     f.hint = "the tensor behind this descriptor was never allocated, or the descriptor's address was never filled in";
@@ -39,7 +23,7 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, std::vec
     return;
   }
   if (v.dtype == DataType::kUnknown) {
-    Finding f = make("tmap-unknown-element-type", Severity::kWarning, kernel, tensor, &m);
+    Finding f = make_finding("tmap-unknown-element-type", Severity::kWarning, kernel, tensor, &m);
     f.expected = "a known element-type code (0..10)";
     f.observed = fmt::format("element-type code {}", v.hw_type);
     f.hint = "a type tmaguard does not know yet (Blackwell packed types?); only structural checks were made";
@@ -47,7 +31,7 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, std::vec
     return;
   }
   if (v.tile_bytes != v.computed_tile_bytes()) {
-    Finding f = make("tmap-tile-bytes-mismatch", Severity::kError, kernel, tensor, &m);
+    Finding f = make_finding("tmap-tile-bytes-mismatch", Severity::kError, kernel, tensor, &m);
     f.expected = fmt::format("tile-bytes word = elemsize x prod(box / elementStrides) = {}", v.computed_tile_bytes());
     f.observed = fmt::format("tile-bytes word = {}", v.tile_bytes);
     f.hint = inline_hint;
@@ -56,9 +40,9 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, std::vec
   }
   const EncodeArgs a = v.encode_args();
   // Interleaved im2col has driver rules beyond the documented ones (see tests/data): judge only the rest.
-  if (const EncodeProblem p = validate_encode(a); p && !(v.kind != MapKind::kTiled && v.interleave != 0 &&
-                                                         p.field.rfind("pixelBox", 0) == 0)) {
-    Finding f = make("tmap-driver-would-reject", Severity::kError, kernel, tensor, &m);
+  if (const EncodeProblem p = validate_encode(a);
+      p && !(v.kind != MapKind::kTiled && v.interleave != 0 && p.field.rfind("pixelBox", 0) == 0)) {
+    Finding f = make_finding("tmap-driver-would-reject", Severity::kError, kernel, tensor, &m);
     f.expected = fmt::format("a descriptor the driver would encode ({} within its limits)", p.field);
     f.observed = p.message;
     f.hint = inline_hint;

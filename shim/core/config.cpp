@@ -24,26 +24,35 @@ ConfigResult parse_config(const EnvLookup& env) {
     return v ? std::string_view(v) : std::string_view();
   };
   if (const auto m = get("TMAGUARD_MODE"); !m.empty()) {
-    if (m == "abort") r.config.mode = Mode::kAbort;
-    else if (m == "reject") r.config.mode = Mode::kReject;
-    else if (m == "log") r.config.mode = Mode::kLog;
-    else if (m == "inspect") r.config.mode = Mode::kInspect;
-    else if (m == "off") r.config.mode = Mode::kOff;
-    else r.errors.push_back(fmt::format("TMAGUARD_MODE='{}' is not one of abort, reject, log, inspect, off", m));
+    if (m == "abort")
+      r.config.mode = Mode::kAbort;
+    else if (m == "reject")
+      r.config.mode = Mode::kReject;
+    else if (m == "log")
+      r.config.mode = Mode::kLog;
+    else if (m == "inspect")
+      r.config.mode = Mode::kInspect;
+    else if (m == "off")
+      r.config.mode = Mode::kOff;
+    else
+      r.errors.push_back(fmt::format("TMAGUARD_MODE='{}' is not one of abort, reject, log, inspect, off", m));
   }
   if (const auto f = get("TMAGUARD_LOG_FORMAT"); !f.empty()) {
-    if (f == "text") r.config.format = LogFormat::kText;
-    else if (f == "json") r.config.format = LogFormat::kJson;
-    else r.errors.push_back(fmt::format("TMAGUARD_LOG_FORMAT='{}' is not one of text, json", f));
+    if (f == "text")
+      r.config.format = LogFormat::kText;
+    else if (f == "json")
+      r.config.format = LogFormat::kJson;
+    else
+      r.errors.push_back(fmt::format("TMAGUARD_LOG_FORMAT='{}' is not one of text, json", f));
   }
   if (const char* p = env("TMAGUARD_LOG")) {
-    if (*p == '\0') r.errors.push_back("TMAGUARD_LOG is set but empty (unset it to log to stderr)");
-    else r.config.log_path = p;
+    if (*p == '\0')
+      r.errors.push_back("TMAGUARD_LOG is set but empty (unset it to log to stderr)");
+    else
+      r.config.log_path = p;
   }
-  if (const char* l = env("TMAGUARD_LIBCUDA")) {
-    if (*l == '\0') r.errors.push_back("TMAGUARD_LIBCUDA is set but empty (unset it to use libcuda.so.1)");
-    else r.config.libcuda = l;
-  }
+  if (const char* l = env("TMAGUARD_LIBCUDA"); l && *l == '\0')
+    r.errors.push_back("TMAGUARD_LIBCUDA is set but empty (unset it to use libcuda.so.1)");
   if (const auto rules = get("TMAGUARD_RULES"); !rules.empty()) {
     std::size_t start = 0;
     while (start <= rules.size()) {
@@ -53,17 +62,25 @@ ConfigResult parse_config(const EnvLookup& env) {
     }
   }
   if (const auto b = get("TMAGUARD_BUILTIN_RULES"); !b.empty()) {
-    if (b == "on") r.config.builtin_rules = true;
-    else if (b == "off") r.config.builtin_rules = false;
-    else r.errors.push_back(fmt::format("TMAGUARD_BUILTIN_RULES='{}' is not one of on, off", b));
+    if (b == "on")
+      r.config.builtin_rules = true;
+    else if (b == "off")
+      r.config.builtin_rules = false;
+    else
+      r.errors.push_back(fmt::format("TMAGUARD_BUILTIN_RULES='{}' is not one of on, off", b));
   }
   if (const auto c = get("TMAGUARD_RULES_ON_ERROR"); !c.empty()) {
-    if (c == "stop") r.config.continue_on_rules_error = false;
-    else if (c == "continue") r.config.continue_on_rules_error = true;
-    else r.errors.push_back(fmt::format("TMAGUARD_RULES_ON_ERROR='{}' is not one of stop, continue", c));
+    if (c == "stop")
+      r.config.continue_on_rules_error = false;
+    else if (c == "continue")
+      r.config.continue_on_rules_error = true;
+    else
+      r.errors.push_back(fmt::format("TMAGUARD_RULES_ON_ERROR='{}' is not one of stop, continue", c));
   }
-  if (const auto rank = get("RANK"); !rank.empty()) r.config.rank = std::string(rank);
-  else if (const auto local = get("LOCAL_RANK"); !local.empty()) r.config.rank = std::string(local);
+  if (const auto rank = get("RANK"); !rank.empty())
+    r.config.rank = std::string(rank);
+  else if (const auto local = get("LOCAL_RANK"); !local.empty())
+    r.config.rank = std::string(local);
   return r;
 }
 

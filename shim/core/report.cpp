@@ -46,10 +46,13 @@ json map_json(const TensorMapView& v) {
 
 std::string map_text(const TensorMapView& v) {
   auto list = [](const auto& a, uint32_t n) { return fmt::format("{{{}}}", fmt::join(a.begin(), a.begin() + n, ",")); };
-  std::string s = fmt::format("{} {} rank {} dims {} strides_bytes {}", v.kind == MapKind::kTiled ? "tiled" : "im2col",
-                              to_string(v.dtype), v.rank, list(v.dims, v.rank), list(v.strides, v.rank ? v.rank - 1 : 0));
-  if (v.kind == MapKind::kTiled) s += fmt::format(" box {}", list(v.box, v.rank));
-  else s += fmt::format(" channels_per_pixel {} pixels_per_column {}", v.channels_per_pixel, v.pixels_per_column);
+  std::string s =
+      fmt::format("{} {} rank {} dims {} strides_bytes {}", v.kind == MapKind::kTiled ? "tiled" : "im2col",
+                  to_string(v.dtype), v.rank, list(v.dims, v.rank), list(v.strides, v.rank ? v.rank - 1 : 0));
+  if (v.kind == MapKind::kTiled)
+    s += fmt::format(" box {}", list(v.box, v.rank));
+  else
+    s += fmt::format(" channels_per_pixel {} pixels_per_column {}", v.channels_per_pixel, v.pixels_per_column);
   s += fmt::format(" element_strides {} interleave {} swizzle {} address 0x{:x}", list(v.element_strides, v.rank),
                    interleave_name(v.interleave), swizzle_name(v.swizzle), v.address);
   return s;
@@ -118,17 +121,19 @@ std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, Lo
     json maps = json::array();
     for (const auto& m : r.maps) {
       json e{{"order", m.order}, {"param_index", m.param_index}};
-      if (m.decoded.ok()) e["tensor_map"] = map_json(m.decoded.view);
-      else e["not_a_tensor_map"] = m.decoded.not_a_map;
+      if (m.decoded.ok())
+        e["tensor_map"] = map_json(m.decoded.view);
+      else
+        e["not_a_tensor_map"] = m.decoded.not_a_map;
       if (!m.provenance.empty()) e["provenance"] = m.provenance;
       maps.push_back(std::move(e));
     }
     j["tensor_maps"] = maps;
     return stamped(j, ctx);
   }
-  std::string s = fmt::format("tmaguard: inspect kernel={} grid={{{}}} block={{{}}} params={} tensor_maps={} ({})", r.kernel,
-                              fmt::join(r.grid, ","), fmt::join(r.block, ","), r.params.size(), r.maps.size(),
-                              ctx_text(ctx));
+  std::string s =
+      fmt::format("tmaguard: inspect kernel={} grid={{{}}} block={{{}}} params={} tensor_maps={} ({})", r.kernel,
+                  fmt::join(r.grid, ","), fmt::join(r.block, ","), r.params.size(), r.maps.size(), ctx_text(ctx));
   for (const auto& m : r.maps) {
     s += fmt::format("\ntmaguard:   map {} (param {}): {}", m.order, m.param_index,
                      m.decoded.ok() ? map_text(m.decoded.view) : "not a tensor map: " + m.decoded.not_a_map);

@@ -67,7 +67,7 @@ bool is_float(DataType t) {
 
 uint32_t swizzle_span(uint32_t swizzle) { return swizzle == 0 ? 0 : swizzle <= 3 ? (16u << swizzle) : 128u; }
 const char* swizzle_name(uint32_t s) {
-  static const char* kNames[] = {"none", "32B", "64B", "128B", "128B_atom_32B", "128B_atom_32B_flip_8B",
+  static const char* kNames[] = {"none",         "32B", "64B", "128B", "128B_atom_32B", "128B_atom_32B_flip_8B",
                                  "128B_atom_64B"};
   return s < 7 ? kNames[s] : "invalid";
 }
@@ -79,21 +79,25 @@ const char* interleave_name(uint32_t il) {
 EncodeProblem validate_encode(const EncodeArgs& a) {
   const bool im2col = a.kind != MapKind::kTiled;
   if (a.rank < 1 || a.rank > 5) return problem("tensorRank", fmt::format("tensorRank={} must be 1..5", a.rank));
-  if (im2col && a.rank < 3)
-    return problem("tensorRank", fmt::format("tensorRank={} must be 3..5 for im2col", a.rank));
+  if (im2col && a.rank < 3) return problem("tensorRank", fmt::format("tensorRank={} must be 3..5 for im2col", a.rank));
   if (a.dtype > 12)
-    return problem("tensorDataType", fmt::format("tensorDataType={} is not supported on this GPU (sm90 accepts 0..12)", a.dtype));
-  if (a.interleave > 2) return problem("interleave", fmt::format("interleave={} is not a CUtensorMapInterleave", a.interleave));
+    return problem("tensorDataType",
+                   fmt::format("tensorDataType={} is not supported on this GPU (sm90 accepts 0..12)", a.dtype));
+  if (a.interleave > 2)
+    return problem("interleave", fmt::format("interleave={} is not a CUtensorMapInterleave", a.interleave));
   if (a.swizzle > 3)
-    return problem("swizzle", fmt::format("swizzle={} ({}) is not supported on this GPU (sm90 accepts 0..3)", a.swizzle, swizzle_name(a.swizzle)));
+    return problem("swizzle", fmt::format("swizzle={} ({}) is not supported on this GPU (sm90 accepts 0..3)", a.swizzle,
+                                          swizzle_name(a.swizzle)));
   if (a.l2_promotion > 3) return problem("l2Promotion", fmt::format("l2Promotion={} must be 0..3", a.l2_promotion));
   if (a.oob_fill > 1) return problem("oobFill", fmt::format("oobFill={} must be 0 or 1", a.oob_fill));
   if (a.interleave && a.rank < 3)
-    return problem("interleave", fmt::format("interleave {} needs tensorRank >= 3, got {}", interleave_name(a.interleave), a.rank));
+    return problem("interleave",
+                   fmt::format("interleave {} needs tensorRank >= 3, got {}", interleave_name(a.interleave), a.rank));
   if (a.address % 16)
     return problem("globalAddress", fmt::format("globalAddress=0x{:x} must be 16-byte aligned", a.address));
   if (a.interleave == 2 && a.address % 32)
-    return problem("globalAddress", fmt::format("globalAddress=0x{:x} must be 32-byte aligned with interleave 32B", a.address));
+    return problem("globalAddress",
+                   fmt::format("globalAddress=0x{:x} must be 32-byte aligned with interleave 32B", a.address));
   const auto dt = static_cast<DataType>(a.dtype);
   if (a.oob_fill == 1 && !is_float(dt))
     return problem("oobFill", fmt::format("oobFill NaN needs a floating-point type, got {}", to_string(dt)));
@@ -104,15 +108,18 @@ EncodeProblem validate_encode(const EncodeArgs& a) {
   for (uint32_t i = 0; i + 1 < a.rank; ++i) {
     const uint64_t s = a.strides[i];
     if (s % 16)
-      return problem(fmt::format("globalStrides[{}]", i), fmt::format("globalStrides[{}]={} must be a multiple of 16", i, s));
+      return problem(fmt::format("globalStrides[{}]", i),
+                     fmt::format("globalStrides[{}]={} must be a multiple of 16", i, s));
     if (a.interleave == 2 && s % 32)
-      return problem(fmt::format("globalStrides[{}]", i), fmt::format("globalStrides[{}]={} must be a multiple of 32 with interleave 32B", i, s));
+      return problem(fmt::format("globalStrides[{}]", i),
+                     fmt::format("globalStrides[{}]={} must be a multiple of 32 with interleave 32B", i, s));
     if (s >= (1ULL << 40))
       return problem(fmt::format("globalStrides[{}]", i), fmt::format("globalStrides[{}]={} must be < 2^40", i, s));
   }
   for (uint32_t i = 0; i < a.rank; ++i) {
     if (a.element_strides[i] < 1 || a.element_strides[i] > 8)
-      return problem(fmt::format("elementStrides[{}]", i), fmt::format("elementStrides[{}]={} must be 1..8", i, a.element_strides[i]));
+      return problem(fmt::format("elementStrides[{}]", i),
+                     fmt::format("elementStrides[{}]={} must be 1..8", i, a.element_strides[i]));
   }
   const uint64_t es = static_cast<uint64_t>(element_size(dt));
   uint64_t tile = es;
@@ -130,10 +137,11 @@ EncodeProblem validate_encode(const EncodeArgs& a) {
       return problem("pixelsPerColumn", fmt::format("pixelsPerColumn={} must be 1..1024", a.pixels_per_column));
   }
   if ((inner * es) % 16)
-    return problem(inner_name, fmt::format("{}={} x {} B = {} B must be a multiple of 16 bytes", inner_name, inner, es, inner * es));
+    return problem(inner_name, fmt::format("{}={} x {} B = {} B must be a multiple of 16 bytes", inner_name, inner, es,
+                                           inner * es));
   if (a.interleave == 0 && a.swizzle && inner * es > swizzle_span(a.swizzle))
-    return problem(inner_name, fmt::format("{}={} x {} B = {} B exceeds the {} swizzle span ({} B)", inner_name, inner, es,
-                                           inner * es, swizzle_name(a.swizzle), swizzle_span(a.swizzle)));
+    return problem(inner_name, fmt::format("{}={} x {} B = {} B exceeds the {} swizzle span ({} B)", inner_name, inner,
+                                           es, inner * es, swizzle_name(a.swizzle), swizzle_span(a.swizzle)));
   if (im2col) {
     const int32_t lim = corner_limit(a.rank);
     const uint32_t spatial = a.rank - 2;
@@ -154,8 +162,8 @@ EncodeProblem validate_encode(const EncodeArgs& a) {
       // The driver computes each bounding-box extent in 32 bits (dim 2^32 with a net-zero corner wraps to 0).
       for (uint32_t i = 0; i < spatial; ++i) {
         const int32_t lo = i < n ? a.lower_corner[i] : 0, up = i < n ? a.upper_corner[i] : 0;
-        const auto extent = static_cast<int32_t>(static_cast<uint32_t>(a.dims[i + 1] + static_cast<uint64_t>(
-                                                     static_cast<int64_t>(up) - static_cast<int64_t>(lo))));
+        const auto extent = static_cast<int32_t>(static_cast<uint32_t>(
+            a.dims[i + 1] + static_cast<uint64_t>(static_cast<int64_t>(up) - static_cast<int64_t>(lo))));
         if (extent <= 0)
           return problem("pixelBoxLowerCorner",
                          fmt::format("bounding box has zero area: globalDim[{}]={} + upper {} - lower {} <= 0", i + 1,
@@ -214,10 +222,12 @@ std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a) {
   uint32_t n = 0;
   for (uint32_t i = 0; i + 1 < r; ++i) {
     if (a.strides[i] == 0) {
-      out.push_back({fmt::format("globalStrides[{}]", i),
-                     fmt::format("globalStrides[{}] = 0: dimension {} is broadcast (all its indices share memory); a TMA "
-                                 "store through this map writes the same bytes from every tile", i, i + 1),
-                     kZeroStride});
+      out.push_back(
+          {fmt::format("globalStrides[{}]", i),
+           fmt::format("globalStrides[{}] = 0: dimension {} is broadcast (all its indices share memory); a TMA "
+                       "store through this map writes the same bytes from every tile",
+                       i, i + 1),
+           kZeroStride});
       continue;
     }
     order[n++] = i;
@@ -230,7 +240,8 @@ std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a) {
     if (a.strides[i] < span) {
       out.push_back({fmt::format("globalStrides[{}]", i),
                      fmt::format("globalStrides[{}] = {} < {} bytes spanned by the dimensions with smaller strides: "
-                                 "rows overlap, so stores through this map overwrite each other", i, a.strides[i], span),
+                                 "rows overlap, so stores through this map overwrite each other",
+                                 i, a.strides[i], span),
                      kOverlappingRows});
       break;
     }
@@ -241,7 +252,8 @@ std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a) {
       if (a.dims[i] && a.box[i] > a.dims[i])
         out.push_back({fmt::format("boxDim[{}]", i),
                        fmt::format("boxDim[{}] = {} > globalDim[{}] = {}: most of every tile is out of bounds (filled, "
-                                   "or dropped on stores)", i, a.box[i], i, a.dims[i]),
+                                   "or dropped on stores)",
+                                   i, a.box[i], i, a.dims[i]),
                        kBoxBeyondTensor});
   return out;
 }
@@ -371,11 +383,13 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes]) {
   for (int i = 19; i < 32; ++i)
     if (w[i] != 0) return fail(fmt::format("reserved word {} is not zero", i));
   const uint32_t span_word = v.swizzle == 0 ? 0x10u : (0x80u << v.swizzle);
-  if (w[18] != span_word) return fail(fmt::format("swizzle-span word 0x{:x} does not match swizzle {}", w[18], v.swizzle));
+  if (w[18] != span_word)
+    return fail(fmt::format("swizzle-span word 0x{:x} does not match swizzle {}", w[18], v.swizzle));
   for (uint32_t i = v.rank; i < kMaxRank; ++i)
     if (w[8 + i] != 0) return fail(fmt::format("globalDim word {} set past rank {}", i, v.rank));
   for (uint32_t i = v.rank - 1; i < 4; ++i)
-    if (w[3 + i] != 0 || ((w[7] >> (4 * i)) & 0xf)) return fail(fmt::format("stride word {} set past rank {}", i, v.rank));
+    if (w[3 + i] != 0 || ((w[7] >> (4 * i)) & 0xf))
+      return fail(fmt::format("stride word {} set past rank {}", i, v.rank));
   if (w[7] >> 16) return fail("reserved bits set in the stride high-nibble word");
   if ((w[13] & 0x7fff) >> (3 * v.rank)) return fail("element stride set past rank");
   if (w[13] & 0x00ff8000u) return fail("reserved bits set in word 13");
@@ -390,8 +404,10 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes]) {
     v.box[0] = (w[13] >> 24) + 1;
     for (uint32_t i = 1; i < kMaxRank; ++i) {
       const uint32_t byte = (w[14] >> (8 * (i - 1))) & 0xff;
-      if (i < v.rank) v.box[i] = byte + 1;
-      else if (byte) return fail("box dimension set past rank");
+      if (i < v.rank)
+        v.box[i] = byte + 1;
+      else if (byte)
+        return fail("box dimension set past rank");
     }
   } else {
     if (v.rank < 3) return fail("im2col map with rank < 3");

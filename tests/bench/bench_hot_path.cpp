@@ -46,7 +46,7 @@ Env& env() {
     reinterpret_cast<PFN_cuInit_v2000>(dlsym(e.lib, "cuInit"))(0);
     // the addresses the benchmarks encode are "device memory" (as a real job's tensors are)
     reinterpret_cast<decltype(&fakecuda_register_memory)>(dlsym(e.lib, "fakecuda_register_memory"))(0x7f0000000000ULL,
-                                                                                                   1ULL << 40);
+                                                                                                    1ULL << 40);
     auto define = reinterpret_cast<decltype(&fakecuda_define_kernel)>(dlsym(e.lib, "fakecuda_define_kernel"));
     const size_t plain[] = {4, 8}, tma4[] = {128, 128, 128, 128, 4}, fa4[] = {4, 128, 128, 128, 4, 128, 128, 128, 8};
     e.plain = define("bench_plain_kernel", 2, plain, 0);
@@ -55,9 +55,10 @@ Env& env() {
     for (int i = 0; i < 6; ++i) {
       const cuuint64_t dims[4] = {128, 256, 4, 2}, strides[3] = {1024, 256, 262144};
       const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
-      e.enc_direct(&e.maps[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, reinterpret_cast<void*>(0x7f0000000000ULL + (i << 24)),
-                   dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      e.enc_direct(&e.maps[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                   reinterpret_cast<void*>(0x7f0000000000ULL + (i << 24)), dims, strides, box, es,
+                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     }
     e.args_plain = {&e.n, &e.out};
     e.args_tma4 = {&e.maps[0], &e.maps[1], &e.maps[2], &e.maps[3], &e.n};
@@ -158,7 +159,8 @@ void core_hash(benchmark::State& st) {
 void core_fa4_rule(benchmark::State& st) {
   Env& e = env();
   std::vector<tmaguard::TensorMapParam> maps;
-  for (int i = 0; i < 6; ++i) maps.push_back({i + 1, tmaguard::decode(reinterpret_cast<const uint8_t*>(&e.maps[i]))});
+  for (int i = 0; i < 6; ++i)
+    maps.push_back({i + 1, 0, tmaguard::decode(reinterpret_cast<const uint8_t*>(&e.maps[i]))});
   const auto rules = tmaguard::parse_rules(tmaguard::builtin_rules_text(), "built-in").rules;
   const std::string name = "kernel_FlashAttentionBackwardSm100_0";
   const auto which = tmaguard::rules_for_kernel(*rules, name);

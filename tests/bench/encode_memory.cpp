@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   for (long i = 0; i < n; ++i)
     if (one(i) != CUDA_SUCCESS) return 3;
   const long after = rss_kib();
-  std::printf("MEMORY encodes=%ld rss_before_kib=%ld rss_after_kib=%ld growth_kib=%ld\n", n, before, after, after - before);
+  std::printf("MEMORY encodes=%ld rss_before_kib=%ld rss_after_kib=%ld growth_kib=%ld\n", n, before, after,
+              after - before);
   return 0;
 }

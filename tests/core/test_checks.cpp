@@ -27,7 +27,7 @@ TensorMapParam bshd(int param, uint64_t addr, uint64_t b, uint64_t s, uint64_t h
   a.swizzle = 3;
   uint8_t bytes[128];
   EXPECT_EQ(encode(a, bytes), 0);
-  return {param, decode(bytes)};
+  return {param, 0, decode(bytes)};
 }
 
 std::vector<TensorMapParam> fa4(bool dk_mn, bool dv_mn, bool two_cta = false) {
@@ -39,7 +39,8 @@ std::vector<TensorMapParam> fa4(bool dk_mn, bool dv_mn, bool two_cta = false) {
   return m;
 }
 
-const std::string kName = "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__x_0";
+const std::string kName =
+    "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__x_0";
 
 // The FA4 guard is the built-in rule preset (rules/fa4_sm100_bwd.toml), evaluated as the shim does.
 std::vector<Finding> fa4_check(const std::vector<TensorMapParam>& maps, const std::string& name = kName) {
@@ -56,8 +57,13 @@ TEST(Fa4, PresetParsesAndMatchesKernelNames) {
   ASSERT_TRUE(r.errors.empty()) << r.errors.front();
   EXPECT_EQ(rule_count(*r.rules), 3u);
   EXPECT_EQ(rules_for_kernel(*r.rules, kName).size(), 3u);
-  EXPECT_EQ(rules_for_kernel(*r.rules, "kernel_cutlass_kernel_xrexcutedslranker_fa4flash_bwd_sm100FlashAttentionBackwardSm100_o_0").size(), 3u);
-  EXPECT_TRUE(rules_for_kernel(*r.rules, "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm90FlashAttentionBackwardSm90_0").empty());
+  EXPECT_EQ(rules_for_kernel(
+                *r.rules, "kernel_cutlass_kernel_xrexcutedslranker_fa4flash_bwd_sm100FlashAttentionBackwardSm100_o_0")
+                .size(),
+            3u);
+  EXPECT_TRUE(
+      rules_for_kernel(*r.rules, "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm90FlashAttentionBackwardSm90_0")
+          .empty());
 }
 
 TEST(Fa4, KMajorIsClean) {
@@ -93,7 +99,7 @@ TEST(Fa4, OnlyDvWrongIn2Cta) {
 
 TEST(Fa4, ShapeAndDtype) {
   auto maps = fa4(false, false);
-  maps[5] = bshd(6, 0x7f2000000000ULL, 2, 512, 4, 128);  // dK with another seqlen
+  maps[5] = bshd(6, 0x7f2000000000ULL, 2, 512, 4, 128);            // dK with another seqlen
   maps[4] = bshd(5, 0x7f1000000000ULL, 2, 256, 4, 128, false, 7);  // dV float32
   const auto out = fa4_check(maps);
   ASSERT_EQ(out.size(), 2u);

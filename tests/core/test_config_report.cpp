@@ -27,8 +27,10 @@ TEST(Config, Defaults) {
 }
 
 TEST(Config, ValuesAndRank) {
-  const ConfigResult r = parse({{"TMAGUARD_MODE", "reject"}, {"TMAGUARD_LOG_FORMAT", "json"},
-                                {"TMAGUARD_LOG", "/tmp/tg.%p.log"}, {"LOCAL_RANK", "3"}});
+  const ConfigResult r = parse({{"TMAGUARD_MODE", "reject"},
+                                {"TMAGUARD_LOG_FORMAT", "json"},
+                                {"TMAGUARD_LOG", "/tmp/tg.%p.log"},
+                                {"LOCAL_RANK", "3"}});
   EXPECT_TRUE(r.errors.empty());
   EXPECT_EQ(r.config.mode, Mode::kReject);
   EXPECT_EQ(r.config.format, LogFormat::kJson);

@@ -64,7 +64,8 @@ EncodeArgs args_of(const Case& c) {
   a.rank = static_cast<uint32_t>(std::stoul(c.f.at("rank")));
   a.address = std::stoull(c.f.at("addr"), nullptr, 16);
   auto put = [](auto& dst, const std::vector<uint64_t>& v) {
-    for (std::size_t i = 0; i < v.size() && i < dst.size(); ++i) dst[i] = static_cast<typename std::decay_t<decltype(dst)>::value_type>(v[i]);
+    for (std::size_t i = 0; i < v.size() && i < dst.size(); ++i)
+      dst[i] = static_cast<typename std::decay_t<decltype(dst)>::value_type>(v[i]);
   };
   put(a.dims, nums(c.f.at("dims")));
   put(a.strides, nums(c.f.at("strides")));
@@ -93,7 +94,8 @@ EncodeArgs args_of(const Case& c) {
 
 std::vector<uint8_t> bytes_of(const std::string& hex) {
   std::vector<uint8_t> b;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) b.push_back(static_cast<uint8_t>(std::stoul(hex.substr(i, 2), nullptr, 16)));
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+    b.push_back(static_cast<uint8_t>(std::stoul(hex.substr(i, 2), nullptr, 16)));
   return b;
 }
 

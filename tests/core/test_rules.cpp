@@ -20,7 +20,7 @@ TensorMapParam map2d(int param, uint64_t addr, uint64_t d0, uint64_t d1, uint64_
   a.swizzle = swizzle;
   uint8_t b[128];
   EXPECT_EQ(encode(a, b), 0) << validate_encode(a).message;
-  return {param, decode(b)};
+  return {param, 0, decode(b)};
 }
 
 std::string first_error(const std::string& text) {
@@ -68,29 +68,34 @@ TEST(RulesParse, ErrorsNameFileLineAndProblem) {
             "expect_map_count, severity, action, hint, maps, check)");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nmap_count = \"6\"\nexpect_map_count = [1]\n"),
             "r.toml:4: 'map_count' in rule 'x' must be an integer, got a string");
-  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel_regex = \"fa4(\"\nexpect_map_count = [1]\n").rfind(
-                "r.toml:3: bad kernel_regex 'fa4(' in rule 'x': ", 0),
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel_regex = \"fa4(\"\nexpect_map_count = [1]\n")
+                .rfind("r.toml:3: bad kernel_regex 'fa4(' in rule 'x': ", 0),
             0u);
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nmap_count = 6\n[rule.maps]\ndK = 7\n"
                         "[[rule.check]]\nkind = \"rank\"\nmap = \"dK\"\nequals = 4\n"),
             "r.toml:6: map 'dK' = 7 in rule 'x' cannot exist with map_count = 6");
-  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n[rule.maps]\nA = 0\n[[rule.check]]\nkind = \"same_dims\"\n"
-                        "a = \"A\"\nb = \"B\"\n"),
-            "r.toml:9: rule 'x' check #1 refers to map 'B', which [rule.maps] does not name");
-  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n[rule.maps]\nA = 0\n[[rule.check]]\nkind = \"same_shape\"\n"
-                        "a = \"A\"\nb = \"A\"\n").rfind("r.toml:7: unknown check kind 'same_shape'", 0),
-            0u);
+  EXPECT_EQ(
+      first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n[rule.maps]\nA = 0\n[[rule.check]]\nkind = \"same_dims\"\n"
+                  "a = \"A\"\nb = \"B\"\n"),
+      "r.toml:9: rule 'x' check #1 refers to map 'B', which [rule.maps] does not name");
+  EXPECT_EQ(
+      first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n[rule.maps]\nA = 0\n[[rule.check]]\nkind = \"same_shape\"\n"
+                  "a = \"A\"\nb = \"A\"\n")
+          .rfind("r.toml:7: unknown check kind 'same_shape'", 0),
+      0u);
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n"),
             "r.toml:1: rule 'x' has no [[rule.check]] and no expect_map_count: it can never report anything");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nexpect_map_count = [1]\n[[rule]]\nid = \"x\"\n"
                         "kernel = \"j\"\nexpect_map_count = [2]\n"),
             "r.toml: rule id 'x' is defined twice");
   EXPECT_EQ(first_error("[[rule]\nid = 1").rfind("r.toml:1: TOML syntax: ", 0), 0u);
-  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\n\xc9\xbft"), "r.toml:3: byte 0xc9 is not allowed: rule files are plain ASCII text");
+  EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\n\xc9\xbft"),
+            "r.toml:3: byte 0xc9 is not allowed: rule files are plain ASCII text");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nexpect_map_count = [1]\naction = \"crash\"\n"),
             "r.toml:5: action 'crash' in rule 'x' is not one of abort, reject, log");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n[rule.maps]\nA = 0\n[[rule.check]]\nkind = \"dtype\"\n"
-                        "map = \"A\"\nallowed = [\"bf16\"]\n").rfind("r.toml:9: 'bf16' in rule 'x' check #1 is not a known data type", 0),
+                        "map = \"A\"\nallowed = [\"bf16\"]\n")
+                .rfind("r.toml:9: 'bf16' in rule 'x' check #1 is not a known data type", 0),
             0u);
 }
 
@@ -108,7 +113,8 @@ expect_map_count = [3]
 id = "c"
 kernel = "cutlass::GemmUniversal"
 expect_map_count = [3]
-)", "r.toml");
+)",
+                                    "r.toml");
   ASSERT_TRUE(r.errors.empty()) << r.errors.front();
   EXPECT_EQ(rules_for_kernel(*r.rules, "my_gemm_kernel_v2"), std::vector<int>({0}));
   EXPECT_EQ(rules_for_kernel(*r.rules, "matmul_kernel_tma"), std::vector<int>({1}));
@@ -182,8 +188,7 @@ allowed = ["128B"]
   out = run(text, "k", {x_ok, y_inside});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].rule, "io-overlap");
-  EXPECT_EQ(out[0].observed,
-            "Y spans [0x7f0000000400, 0x7f0000004400) and X spans [0x7f0000000000, 0x7f0000004000)");
+  EXPECT_EQ(out[0].observed, "Y spans [0x7f0000000400, 0x7f0000004400) and X spans [0x7f0000000000, 0x7f0000004000)");
   const auto y_misaligned = map2d(4, 0x7f1000000100ULL, 128, 64, 256);
   out = run(text, "k", {x_ok, y_misaligned});
   ASSERT_EQ(out.size(), 1u);
@@ -203,7 +208,9 @@ id = "fa4-unexpected-map-count"
 kernel = "FlashAttentionBackwardSm100"
 expect_map_count = [4, 5, 6, 7, 9]
 severity = "warning"
-)", "user.toml").rules;
+)",
+                                "user.toml")
+                        .rules;
   ASSERT_TRUE(preset && user);
   const auto merged = merge_rules({preset, user});
   EXPECT_EQ(rule_count(*merged), 3u);

@@ -12,8 +12,16 @@ namespace {
 // The reference capture's BASE case: bf16 d{128,4096} s{256} box{64,128} sw128 l2_128.
 std::array<uint8_t, 128> base_words() {
   std::array<uint32_t, 32> w{};
-  w[0] = 0x52000000; w[1] = 0x00007f71; w[2] = 0x00046510; w[3] = 0x10; w[8] = 0x7f; w[9] = 0xfff;
-  w[13] = 0x3f000000; w[14] = 0x7f; w[16] = 0x4000; w[18] = 0x400;
+  w[0] = 0x52000000;
+  w[1] = 0x00007f71;
+  w[2] = 0x00046510;
+  w[3] = 0x10;
+  w[8] = 0x7f;
+  w[9] = 0xfff;
+  w[13] = 0x3f000000;
+  w[14] = 0x7f;
+  w[16] = 0x4000;
+  w[18] = 0x400;
   std::array<uint8_t, 128> b;
   std::memcpy(b.data(), w.data(), 128);
   return b;
@@ -156,6 +164,7 @@ TEST(EncodeWarnings, ValidPermutedLayoutsAreNotFlagged) {
   const auto w = encode_warnings(a);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_EQ(w[0].kind, kOverlappingRows);
-  EXPECT_EQ(w[0].message, "globalStrides[1] = 128 < 256 bytes spanned by the dimensions with smaller strides: rows "
-                          "overlap, so stores through this map overwrite each other");
+  EXPECT_EQ(w[0].message,
+            "globalStrides[1] = 128 < 256 bytes spanned by the dimensions with smaller strides: rows "
+            "overlap, so stores through this map overwrite each other");
 }

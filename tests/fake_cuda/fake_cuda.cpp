@@ -2,16 +2,6 @@
 // rejects what the real driver rejects, and encodes the real byte format: encoding goes through the same rules and
 // layout as tmaguard's core, both pinned to real-driver output captured on an H200 (tests/data). Kernels are
 // declared by test clients (fakecuda_define_kernel) and "run" by counting launches.
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
-// cuda.h remaps these to _v2; the stand-in exports every ABI under its exact name.
-#undef cuGetProcAddress
-#undef cuGraphAddKernelNode
-#undef cuGraphKernelNodeSetParams
-#undef cuGraphExecKernelNodeSetParams
-#undef cuGraphAddNode
-
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -20,47 +10,37 @@
 #include <type_traits>
 #include <vector>
 
+#include "cuda_names.h"
 #include "fakecuda.h"
 #include "tmaguard/tensormap.h"
 
+// Every entry point tmaguard interposes or calls (shim/entry_points.def), plus what test clients call besides. The
+// table below takes each one's address, so a row the stand-in does not define fails the link (-z defs). The
+// pre-12.4 build hides cuFuncGetParamInfo/cuKernelGetParamInfo with a version script (old_driver.map).
 #define FAKE_EXPORT(name, pfn) \
   extern "C" __attribute__((visibility("default"))) std::remove_pointer_t<pfn> fake_##name __asm__(#name);
-FAKE_EXPORT(cuInit, PFN_cuInit_v2000)
-FAKE_EXPORT(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020)
-FAKE_EXPORT(cuGetErrorString, PFN_cuGetErrorString_v6000)
-FAKE_EXPORT(cuGetProcAddress, PFN_cuGetProcAddress_v11030)
-FAKE_EXPORT(cuGetProcAddress_v2, PFN_cuGetProcAddress_v12000)
-FAKE_EXPORT(cuLaunchKernel, PFN_cuLaunchKernel_v4000)
-FAKE_EXPORT(cuLaunchKernel_ptsz, PFN_cuLaunchKernel_v7000_ptsz)
-FAKE_EXPORT(cuLaunchKernelEx, PFN_cuLaunchKernelEx_v11060)
-FAKE_EXPORT(cuLaunchKernelEx_ptsz, PFN_cuLaunchKernelEx_v11060_ptsz)
-FAKE_EXPORT(cuLaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel_v9000)
-FAKE_EXPORT(cuLaunchCooperativeKernel_ptsz, PFN_cuLaunchCooperativeKernel_v9000_ptsz)
-FAKE_EXPORT(cuTensorMapEncodeTiled, PFN_cuTensorMapEncodeTiled_v12000)
-FAKE_EXPORT(cuTensorMapEncodeIm2col, PFN_cuTensorMapEncodeIm2col_v12000)
-FAKE_EXPORT(cuTensorMapEncodeIm2colWide, PFN_cuTensorMapEncodeIm2colWide_v12080)
-FAKE_EXPORT(cuTensorMapReplaceAddress, PFN_cuTensorMapReplaceAddress_v12000)
-FAKE_EXPORT(cuFuncGetName, PFN_cuFuncGetName_v12030)
-FAKE_EXPORT(cuKernelGetName, PFN_cuKernelGetName_v12030)
-#ifndef FAKE_OLD_DRIVER  // a CUDA 12.3-era driver: no parameter info (tmaguard must step aside, saying so once)
-FAKE_EXPORT(cuFuncGetParamInfo, PFN_cuFuncGetParamInfo_v12040)
-FAKE_EXPORT(cuKernelGetParamInfo, PFN_cuKernelGetParamInfo_v12040)
-#else
-CUresult fake_cuFuncGetParamInfo(CUfunction, std::size_t, std::size_t*, std::size_t*);
-CUresult fake_cuKernelGetParamInfo(CUkernel, std::size_t, std::size_t*, std::size_t*);
-#endif
-FAKE_EXPORT(cuKernelGetFunction, PFN_cuKernelGetFunction_v12000)
-FAKE_EXPORT(cuPointerGetAttribute, PFN_cuPointerGetAttribute_v4000)
-FAKE_EXPORT(cuGraphAddKernelNode, PFN_cuGraphAddKernelNode_v10000)
-FAKE_EXPORT(cuGraphAddKernelNode_v2, PFN_cuGraphAddKernelNode_v12000)
-FAKE_EXPORT(cuGraphKernelNodeSetParams, PFN_cuGraphKernelNodeSetParams_v10000)
-FAKE_EXPORT(cuGraphKernelNodeSetParams_v2, PFN_cuGraphKernelNodeSetParams_v12000)
-FAKE_EXPORT(cuGraphExecKernelNodeSetParams, PFN_cuGraphExecKernelNodeSetParams_v10010)
-FAKE_EXPORT(cuGraphExecKernelNodeSetParams_v2, PFN_cuGraphExecKernelNodeSetParams_v12000)
-FAKE_EXPORT(cuGraphAddNode, PFN_cuGraphAddNode_v12020)
-FAKE_EXPORT(cuGraphAddNode_v2, PFN_cuGraphAddNode_v12030)
-FAKE_EXPORT(cuGraphNodeSetParams, PFN_cuGraphNodeSetParams_v12020)
-FAKE_EXPORT(cuGraphExecNodeSetParams, PFN_cuGraphExecNodeSetParams_v12020)
+#define TG_ENTRY(name, pfn) FAKE_EXPORT(name, pfn)
+#define TG_REAL_ONLY(name, pfn) FAKE_EXPORT(name, pfn)
+#include "entry_points.def"
+#define FAKE_ONLY_ENTRIES(X)                          \
+  X(cuInit, PFN_cuInit_v2000)                         \
+  X(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020) \
+  X(cuGetErrorString, PFN_cuGetErrorString_v6000)     \
+  X(cuKernelGetFunction, PFN_cuKernelGetFunction_v12000)
+FAKE_ONLY_ENTRIES(FAKE_EXPORT)
+#undef TG_ENTRY
+#undef TG_REAL_ONLY
+
+namespace {
+#define FAKE_ADDRESS(name, pfn) reinterpret_cast<const void*>(&fake_##name),
+#define TG_ENTRY(name, pfn) FAKE_ADDRESS(name, pfn)
+#define TG_REAL_ONLY(name, pfn) FAKE_ADDRESS(name, pfn)
+[[maybe_unused]] const void* const kDefined[] = {
+#include "entry_points.def"
+    FAKE_ONLY_ENTRIES(FAKE_ADDRESS)};
+#undef TG_ENTRY
+#undef TG_REAL_ONLY
+}  // namespace
 
 namespace {
 
@@ -124,7 +104,8 @@ const ProcEntry kProcs[] = {
     {"cuKernelGetFunction", 12000, P(cuKernelGetFunction), nullptr},
     {"cuPointerGetAttribute", 4000, P(cuPointerGetAttribute), nullptr},
     {"cuGraphAddKernelNode", 10000, P(cuGraphAddKernelNode), nullptr, 12000, P(cuGraphAddKernelNode_v2)},
-    {"cuGraphKernelNodeSetParams", 10000, P(cuGraphKernelNodeSetParams), nullptr, 12000, P(cuGraphKernelNodeSetParams_v2)},
+    {"cuGraphKernelNodeSetParams", 10000, P(cuGraphKernelNodeSetParams), nullptr, 12000,
+     P(cuGraphKernelNodeSetParams_v2)},
     {"cuGraphExecKernelNodeSetParams", 10010, P(cuGraphExecKernelNodeSetParams), nullptr, 12000,
      P(cuGraphExecKernelNodeSetParams_v2)},
     {"cuGraphAddNode", 12020, P(cuGraphAddNode), nullptr, 12030, P(cuGraphAddNode_v2)},
@@ -178,7 +159,8 @@ CUresult param_info(FakeKernel* k, std::size_t i, std::size_t* off, std::size_t*
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) void* fakecuda_define_kernel(const char* name, int n,
-                                                                               const std::size_t* sizes, int as_kernel) {
+                                                                               const std::size_t* sizes,
+                                                                               int as_kernel) {
   auto* f = new FakeKernel;
   f->magic = kFuncMagic;
   f->name = name;
@@ -245,10 +227,10 @@ CUresult fake_cuGetProcAddress_v2(const char* sym, void** pfn, int v, cuuint64_t
   return get_proc(sym, pfn, v, flags, st, false);
 }
 
-#define FAKE_LAUNCH(name)                                                                                     \
-  CUresult fake_##name(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,    \
-                       CUstream, void** params, void** extra) {                                              \
-    return launch(#name, f, params, extra);                                                                   \
+#define FAKE_LAUNCH(name)                                                                                            \
+  CUresult fake_##name(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
+                       void** params, void** extra) {                                                                \
+    return launch(#name, f, params, extra);                                                                          \
   }
 FAKE_LAUNCH(cuLaunchKernel)
 FAKE_LAUNCH(cuLaunchKernel_ptsz)
@@ -293,9 +275,10 @@ CUresult fake_cuTensorMapEncodeIm2col(CUtensorMap* map, CUtensorMapDataType dt, 
 }
 CUresult fake_cuTensorMapEncodeIm2colWide(CUtensorMap* map, CUtensorMapDataType dt, cuuint32_t rank, void* addr,
                                           const cuuint64_t* dims, const cuuint64_t* strides, int lo, int up,
-                                          cuuint32_t cpp, cuuint32_t ppc, const cuuint32_t* es, CUtensorMapInterleave il,
-                                          CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle sw,
-                                          CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+                                          cuuint32_t cpp, cuuint32_t ppc, const cuuint32_t* es,
+                                          CUtensorMapInterleave il, CUtensorMapIm2ColWideMode mode,
+                                          CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
+                                          CUtensorMapFloatOOBfill oob) {
   tmaguard::EncodeArgs a = tmaguard::encode_args(tmaguard::MapKind::kIm2colWide, dt, rank,
                                                  reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2, oob);
   a.lower_corner[0] = lo;
@@ -371,11 +354,13 @@ CUresult generic(const char* via, const CUgraphNodeParams* p) {
   return node(via, &p->kernel);
 }
 }  // namespace
-CUresult fake_cuGraphAddKernelNode(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS_v1* p) {
+CUresult fake_cuGraphAddKernelNode(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t,
+                                   const CUDA_KERNEL_NODE_PARAMS_v1* p) {
   if (n) *n = kNode;
   return node("cuGraphAddKernelNode", p);
 }
-CUresult fake_cuGraphAddKernelNode_v2(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS_v2* p) {
+CUresult fake_cuGraphAddKernelNode_v2(CUgraphNode* n, CUgraph, const CUgraphNode*, size_t,
+                                      const CUDA_KERNEL_NODE_PARAMS_v2* p) {
   if (n) *n = kNode;
   return node("cuGraphAddKernelNode_v2", p);
 }
@@ -424,9 +409,12 @@ CUresult fake_cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdevi
   if (g_memory)
     for (const auto& [start, end] : *g_memory) {
       if (ptr < start || ptr >= end) continue;
-      if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *static_cast<CUdeviceptr*>(data) = start;
-      else if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE) *static_cast<size_t*>(data) = end - start;
-      else return CUDA_ERROR_NOT_SUPPORTED;
+      if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+        *static_cast<CUdeviceptr*>(data) = start;
+      else if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+        *static_cast<size_t*>(data) = end - start;
+      else
+        return CUDA_ERROR_NOT_SUPPORTED;
       return CUDA_SUCCESS;
     }
   return CUDA_ERROR_INVALID_VALUE;

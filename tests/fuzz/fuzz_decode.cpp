@@ -9,7 +9,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size >= 128) {
-    const tmaguard::TensorMapParam p{1, tmaguard::decode(data)};
+    const tmaguard::TensorMapParam p{1, 0, tmaguard::decode(data)};
     (void)tmaguard::content_hash(data);
     std::vector<tmaguard::Finding> out;
     tmaguard::check_descriptor("fuzz", p, out);
@@ -18,7 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 8) return 0;
   uint64_t s = 0;
   std::memcpy(&s, data, 8);
-  auto next = [&](uint64_t mod) { s = s * 6364136223846793005ULL + 1442695040888963407ULL; return (s >> 17) % mod; };
+  auto next = [&](uint64_t mod) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (s >> 17) % mod;
+  };
   a.kind = static_cast<tmaguard::MapKind>(next(3));
   a.dtype = static_cast<uint32_t>(next(18));
   a.rank = static_cast<uint32_t>(next(7));

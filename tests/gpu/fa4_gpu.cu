@@ -11,8 +11,8 @@
 // Three encodes the real driver accepts: a healthy map of device memory, a map of host memory, and a map that runs
 // past the end of its device allocation. Prints "ENCODES ok_rc=.. host_rc=.. beyond_rc=..".
 #include <cuda.h>
-#include <cuda_runtime.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -26,21 +26,21 @@
 #include "fa4_kernels.cu"
 #include "tmaguard/tensormap.h"
 
-#define CHECK_RT(x)                                                                  \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                  \
-      std::exit(10);                                                                 \
-    }                                                                                \
+#define CHECK_RT(x)                                                 \
+  do {                                                              \
+    cudaError_t e_ = (x);                                           \
+    if (e_ != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(10);                                                \
+    }                                                               \
   } while (0)
-#define CHECK_DRV(x)                                                                 \
-  do {                                                                               \
-    CUresult r_ = (x);                                                               \
-    if (r_ != CUDA_SUCCESS) {                                                        \
-      std::fprintf(stderr, "%s: CUresult %d\n", #x, static_cast<int>(r_));           \
-      std::exit(11);                                                                 \
-    }                                                                                \
+#define CHECK_DRV(x)                                                       \
+  do {                                                                     \
+    CUresult r_ = (x);                                                     \
+    if (r_ != CUDA_SUCCESS) {                                              \
+      std::fprintf(stderr, "%s: CUresult %d\n", #x, static_cast<int>(r_)); \
+      std::exit(11);                                                       \
+    }                                                                      \
   } while (0)
 
 namespace {
@@ -179,8 +179,9 @@ int main(int argc, char** argv) {
   void* args2[] = {&seqlen, &mq, &mq, &mk, &scale, &mk, &mv, &mdo, &mdo, &mdv, &mdk, &tail};
   void** args = cta2 ? args2 : args1;
   const void* host_fn = cta2 ? reinterpret_cast<const void*>(&FA4_2CTA) : reinterpret_cast<const void*>(&FA4_1CTA);
-  const char* name = cta2 ? "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard2cta_0"
-                          : "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard_0";
+  const char* name =
+      cta2 ? "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard2cta_0"
+           : "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard_0";
   const dim3 grid(S / kTileS, H, B), block(kThreads);
   const std::string cubin_path = std::string(argv[0]) + ".cubin";
 
@@ -220,7 +221,8 @@ int main(int argc, char** argv) {
     CHECK_DRV(cuModuleLoadData(&mod, cubin.data()));
     CHECK_DRV(cuModuleGetFunction(&f, mod, name));
     if (launch == "driver") {
-      launch_rc = static_cast<int>(cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, 1, 1, kSmem, nullptr, args, nullptr));
+      launch_rc =
+          static_cast<int>(cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, 1, 1, kSmem, nullptr, args, nullptr));
     } else if (launch == "driver_extra") {  // the packed-buffer form, laid out by cuFuncGetParamInfo
       std::vector<uint8_t> buf;
       const size_t nargs = cta2 ? sizeof(args2) / sizeof(void*) : sizeof(args1) / sizeof(void*);
@@ -231,8 +233,10 @@ int main(int argc, char** argv) {
         std::memcpy(buf.data() + off, args[i], size);
       }
       size_t size = buf.size();
-      void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-      launch_rc = static_cast<int>(cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, 1, 1, kSmem, nullptr, nullptr, extra));
+      void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                       CU_LAUNCH_PARAM_END};
+      launch_rc =
+          static_cast<int>(cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, 1, 1, kSmem, nullptr, nullptr, extra));
     } else {
       CUlaunchAttribute attr{};
       attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;

@@ -6,8 +6,8 @@
 // Without tmaguard both columns are the same function: their difference is the method's noise floor.
 // Prints "BENCH name direct_median_ns=.. direct_p99_ns=.. via_dlsym_median_ns=.. via_dlsym_p99_ns=.. pairs=..".
 #include <cuda.h>
-#include <cuda_runtime.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,9 +29,10 @@ using clk = std::chrono::steady_clock;
 void report(const char* name, std::vector<double>& direct, std::vector<double>& via) {
   std::sort(direct.begin(), direct.end());
   std::sort(via.begin(), via.end());
-  std::printf("BENCH %s direct_median_ns=%.1f direct_p99_ns=%.1f via_dlsym_median_ns=%.1f via_dlsym_p99_ns=%.1f pairs=%zu\n",
-              name, direct[direct.size() / 2], direct[direct.size() * 99 / 100], via[via.size() / 2],
-              via[via.size() * 99 / 100], direct.size());
+  std::printf(
+      "BENCH %s direct_median_ns=%.1f direct_p99_ns=%.1f via_dlsym_median_ns=%.1f via_dlsym_p99_ns=%.1f pairs=%zu\n",
+      name, direct[direct.size() / 2], direct[direct.size() * 99 / 100], via[via.size() / 2],
+      via[via.size() * 99 / 100], direct.size());
 }
 
 double time_ns(const std::function<CUresult()>& f) {
@@ -42,13 +43,13 @@ double time_ns(const std::function<CUresult()>& f) {
   return std::chrono::duration<double, std::nano>(t1 - t0).count();
 }
 
-#define CK(x)                                                                 \
-  do {                                                                        \
-    CUresult r_ = (x);                                                        \
-    if (r_ != CUDA_SUCCESS) {                                                 \
-      std::fprintf(stderr, "%s: %d\n", #x, static_cast<int>(r_));             \
-      std::exit(1);                                                           \
-    }                                                                         \
+#define CK(x)                                                     \
+  do {                                                            \
+    CUresult r_ = (x);                                            \
+    if (r_ != CUDA_SUCCESS) {                                     \
+      std::fprintf(stderr, "%s: %d\n", #x, static_cast<int>(r_)); \
+      std::exit(1);                                               \
+    }                                                             \
   } while (0)
 }  // namespace
 
@@ -63,7 +64,8 @@ int main(int argc, char** argv) {
   CUfunction plain, tma4, fa4;
   CK(cuModuleGetFunction(&plain, mod, "bench_plain_kernel"));
   CK(cuModuleGetFunction(&tma4, mod, "bench_tma4_kernel"));
-  CK(cuModuleGetFunction(&fa4, mod, "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_bench_0"));
+  CK(cuModuleGetFunction(&fa4, mod,
+                         "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_bench_0"));
 
   void* buf;
   cudaMalloc(&buf, 64 << 20);

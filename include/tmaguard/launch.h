@@ -1,0 +1,85 @@
+// tmaguard: what a launch hands a kernel, seen as tensor maps. Pure: parameter layout and argument pointers in,
+// descriptor bytes and keys out. The shim collects with these functions; the fuzzers drive them with arbitrary
+// layouts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tmaguard/tensormap.h"
+
+namespace tmaguard {
+
+//! Where a tensor map sits among a kernel's parameters: a whole 128-byte parameter (offset 0), or a 128-byte
+//! window at `offset` inside a larger parameter (a CUTLASS Params struct).
+struct MapSlot {
+  uint32_t param = 0;
+  uint32_t offset = 0;
+  bool operator==(const MapSlot& o) const { return param == o.param && offset == o.offset; }
+};
+
+//! One tensor map of a launch, decoded, with where it came from.
+struct TensorMapParam {
+  int param_index = -1;
+  uint32_t offset = 0;  // byte offset inside the parameter (0 for a whole 128-byte parameter)
+  DecodeResult decoded;
+};
+
+//! The parameter block as the driver reports it (cuFuncGetParamInfo / cuKernelGetParamInfo).
+struct ParamLayout {
+  std::vector<std::size_t> offsets;
+  std::vector<std::size_t> sizes;
+};
+
+//! A launch's arguments in either form the driver takes: kernelParams (one pointer per parameter) or the `extra`
+//! packed buffer. buffer_size is what the caller declared (CU_LAUNCH_PARAM_BUFFER_SIZE).
+struct LaunchArgs {
+  void* const* kernel_params = nullptr;
+  const uint8_t* buffer = nullptr;
+  std::size_t buffer_size = 0;
+};
+
+//! The `extra` list of a launch: BUFFER_POINTER / BUFFER_SIZE pairs up to CU_LAUNCH_PARAM_END (or NULL), read at
+//! most `max_pairs` deep. Without a BUFFER_SIZE the declared size is 0: nothing past the pointer is read.
+LaunchArgs parse_extra(void* const* extra, int max_pairs = 64);
+
+//! The 128 bytes of `slot` for this launch, or nullptr when the caller did not provide them (a NULL parameter
+//! pointer, a slot outside the declared buffer or outside the parameter's own size).
+inline const uint8_t* map_bytes(const ParamLayout& layout, const MapSlot& slot, const LaunchArgs& args) {
+  if (slot.param >= layout.sizes.size() || slot.offset + kTensorMapBytes > layout.sizes[slot.param]) return nullptr;
+  if (args.kernel_params) {
+    const auto* p = static_cast<const uint8_t*>(args.kernel_params[slot.param]);
+    return p ? p + slot.offset : nullptr;
+  }
+  const std::size_t off = layout.offsets[slot.param] + slot.offset;
+  if (!args.buffer || off + kTensorMapBytes > args.buffer_size || off + kTensorMapBytes < off) return nullptr;
+  return args.buffer + off;
+}
+
+// ---- the clean-launch key: ONE definition, used by the launch fast path and by the full check alike. A key
+// that the two computed differently would make the clean cache silently never hit.
+
+//! Folds one map's content hash into a launch key.
+inline uint64_t launch_key_fold(uint64_t key, uint64_t map_hash) {
+  return key ^ (map_hash + 0x9e3779b97f4a7c15ULL + (key << 6) + (key >> 2));
+}
+//! The key of a launch: the kernel's identity folded with the content hash of each map, in slot order.
+//! `bytes_of(i)` returns map i's bytes (nullptr: not available, and then there is no key). `hash_out`, when
+//! given, receives each map's hash for reuse (provenance lookups).
+template <typename BytesOf>
+inline bool launch_key(uint64_t kernel_identity, std::size_t n, BytesOf&& bytes_of, uint64_t* key,
+                       uint64_t* hash_out = nullptr) {
+  uint64_t k = kernel_identity;
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint8_t* p = bytes_of(i);
+    if (!p) return false;
+    const uint64_t h = content_hash(p);
+    if (hash_out) hash_out[i] = h;
+    k = launch_key_fold(k, h);
+  }
+  *key = k;
+  return true;
+}
+
+}  // namespace tmaguard

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Checks that the pure core stays pure, the failures it prevents in brackets:
+#  - shim/core and include/tmaguard include only each other and system/library headers     [core depending on the shim]
+#  - no <dlfcn.h>, getenv, <cuda.h> or spdlog in the core                                    [a core that cannot be unit-tested
+#                                                                                             or fuzzed without a process/driver]
+#  - the stand-in driver (tests/fake_cuda) exports every row of shim/entry_points.def       [tests that skip an entry point]
+# Usage: scripts/check_layers.sh SOURCE_ROOT STAND_IN_LIBCUDA
+set -u
+root=${1:?source root}; fake=${2:?stand-in libcuda.so.1}
+fail=0
+pass() { echo "[PASS] $*"; }
+bad() { echo "[FAIL] $*"; fail=1; }
+
+core_files=$(ls "$root"/shim/core/*.cpp "$root"/shim/core/*.h "$root"/shim/core/*.in "$root"/include/tmaguard/*.h)
+wrong=$(grep -HnE '#include "' $core_files | grep -vE '#include "(tmaguard/[a-z_]+\.h|rules_model\.h)"' || true)
+if [ -z "$wrong" ]; then pass "core includes only tmaguard/*.h and its own rules_model.h"
+else bad "core includes a header outside the core:"; echo "$wrong" | sed 's/^/    /'
+     echo "    fix: move what the core needs into include/tmaguard/ (pure), or move the code into shim/"; fi
+
+impure=$(grep -HnE '<dlfcn\.h>|getenv|<cuda\.h>|<cudaTypedefs\.h>|spdlog' $core_files || true)
+if [ -z "$impure" ]; then pass "core uses no dlfcn, getenv, CUDA header or spdlog"
+else bad "core is not pure:"; echo "$impure" | sed 's/^/    /'
+     echo "    fix: take the value as a parameter (config.h's EnvLookup shows how) and keep the call in shim/"; fi
+
+want=$(grep -oE '^TG_(ENTRY|REAL_ONLY)\([A-Za-z0-9_]+' "$root/shim/entry_points.def" | sed -E 's/^TG_[A-Z_]+\(//' | sort)
+have=$(nm -D --defined-only "$fake" | awk '{print $NF}' | sed 's/@.*//' | sort)
+missing=$(comm -23 <(echo "$want") <(echo "$have"))
+if [ -z "$missing" ]; then pass "the stand-in driver exports all $(echo "$want" | wc -l) entry points of entry_points.def"
+else bad "the stand-in driver lacks: $(echo $missing)"; echo "    fix: define them in tests/fake_cuda/fake_cuda.cpp"; fi
+exit $fail

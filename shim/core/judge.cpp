@@ -1,0 +1,22 @@
+// tmaguard core: judging one launch (rules, then generic descriptor checks).
+#include "tmaguard/judge.h"
+
+#include "tmaguard/checks.h"
+
+namespace tmaguard {
+
+std::vector<Finding> judge_launch(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
+                                  const std::vector<TensorMapParam>& maps) {
+  std::vector<Finding> findings;
+  if (!which.empty()) evaluate_rules(rules, which, kernel, maps, findings);
+  for (const TensorMapParam& m : maps) check_descriptor(kernel, m, findings);
+  return findings;
+}
+
+bool has_errors(const std::vector<Finding>& findings) {
+  for (const Finding& f : findings)
+    if (f.severity == Severity::kError) return true;
+  return false;
+}
+
+}  // namespace tmaguard

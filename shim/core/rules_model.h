@@ -1,0 +1,90 @@
+// tmaguard core (internal): the parsed form of a rule file, shared by the parser, the matcher and the evaluator.
+//
+// How to add a check kind: add one row to kCheckKinds in check_kinds.cpp (its name, whether it compares two maps,
+// the extra keys it reads and how, and its evaluation), then document it in rules.h and the README's table.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tmaguard/finding.h"
+#include "tmaguard/rules.h"
+#include "tmaguard/tensormap.h"
+
+namespace tmaguard {
+
+struct CheckKind;
+
+//! One [[rule.check]] entry.
+struct Check {
+  const CheckKind* kind = nullptr;
+  std::string id;    // empty: the rule's id
+  std::string a, b;  // map names; single-map kinds use only `a` (the `map` key)
+  std::optional<Severity> severity;
+  std::string hint;
+  std::vector<std::string> allowed;  // dtype / swizzle names
+  uint64_t number = 0;               // rank / alignment bytes
+};
+
+//! What a check says when it does not hold: both one sentence, in the user's words.
+struct CheckFailure {
+  std::string expected, observed;
+};
+
+//! Reads a check's own keys for its kind (the parser implements it; errors carry file and line).
+class CheckKeys {
+ public:
+  virtual ~CheckKeys() = default;
+  //! The string array under `key`, validated against `known(value)`; nullopt (after an error) when absent or bad.
+  virtual std::optional<std::vector<std::string>> names(const char* key, bool (*known)(std::string_view),
+                                                        const char* what) = 0;
+  //! The integer under `key` when it satisfies `ok`, else nullopt after an error saying `requirement`.
+  virtual std::optional<int64_t> integer(const char* key, bool (*ok)(int64_t), const char* requirement) = 0;
+};
+
+//! A check kind: one row of kCheckKinds.
+struct CheckKind {
+  const char* name;
+  bool pair;                      // compares two maps (keys a, b); otherwise one (key map)
+  std::vector<const char*> keys;  // its own keys besides kind, a/b or map, id, severity, hint
+  //! Reads its own keys into `c`; false when one is missing or bad (already reported through `k`).
+  bool (*parse)(CheckKeys& k, Check& c);
+  //! nullopt when the check holds; else what was expected and what was found.
+  std::optional<CheckFailure> (*evaluate)(const Check& c, const TensorMapView& a, const TensorMapView* b);
+};
+
+//! Every check kind, in the order the documentation lists them.
+const std::vector<CheckKind>& check_kinds();
+const CheckKind* find_check_kind(std::string_view name);
+
+struct MapRef {
+  std::string name;
+  bool by_param = false;
+  int64_t index = 0;  // order among maps (negative from the end) or parameter index
+};
+
+//! A compiled kernel_glob / kernel_regex (rules_match.cpp).
+struct KernelPattern;
+//! Compiles a kernel_regex; nullptr with `error` set when it is not a valid expression.
+std::shared_ptr<const KernelPattern> compile_kernel_regex(std::string_view regex, std::string* error);
+
+struct Rule {
+  std::string id;
+  std::string substring, glob, regex;            // exactly one is set (the kernel matcher)
+  std::shared_ptr<const KernelPattern> pattern;  // compiled regex (kernel_regex only)
+  std::optional<int64_t> map_count;
+  std::vector<int64_t> expect_map_count;
+  Severity severity = Severity::kError;
+  std::string action, hint;
+  std::vector<MapRef> maps;
+  std::vector<Check> checks;
+};
+
+}  // namespace tmaguard
+
+struct tmaguard::RuleSet {
+  std::vector<Rule> rules;
+};

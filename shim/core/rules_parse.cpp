@@ -1,0 +1,329 @@
+// tmaguard core: the rule language's parser (TOML via toml++) with line-accurate validation, and rule-set merging.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include "rules_model.h"
+
+namespace tmaguard {
+namespace {
+
+const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date/time";
+  }
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string_view source) : source_(source) {}
+  std::vector<std::string> errors;
+
+  void error(const toml::node* n, const std::string& what) {
+    const auto line = n ? n->source().begin.line : 0;
+    errors.push_back(fmt::format("{}:{}: {}", source_, line, what));
+  }
+
+  bool keys_known(const toml::table& t, const std::vector<const char*>& known, const std::string& where) {
+    bool ok = true;
+    for (const auto& kv : t) {
+      const std::string_view key = kv.first.str();
+      if (std::none_of(known.begin(), known.end(), [&](const char* x) { return key == x; })) {
+        error(&kv.second, fmt::format("unknown key '{}' in {} (known: {})", key, where, fmt::join(known, ", ")));
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
+  std::optional<std::string> str(const toml::table& t, const char* key, const std::string& where, bool required) {
+    const toml::node* n = t.get(key);
+    if (!n) {
+      if (required) error(&t, fmt::format("{} needs '{}'", where, key));
+      return std::nullopt;
+    }
+    if (!n->is_string()) {
+      error(n, fmt::format("'{}' in {} must be a string, got {}", key, where, type_name(*n)));
+      return std::nullopt;
+    }
+    return std::string(*n->value<std::string_view>());
+  }
+
+  std::optional<int64_t> integer(const toml::table& t, const char* key, const std::string& where) {
+    const toml::node* n = t.get(key);
+    if (!n) return std::nullopt;
+    if (!n->is_integer()) {
+      error(n, fmt::format("'{}' in {} must be an integer, got {}", key, where, type_name(*n)));
+      return std::nullopt;
+    }
+    return *n->value<int64_t>();
+  }
+
+  std::optional<Severity> severity(const toml::table& t, const std::string& where) {
+    const auto s = str(t, "severity", where, false);
+    if (!s) return std::nullopt;
+    if (*s == "error") return Severity::kError;
+    if (*s == "warning") return Severity::kWarning;
+    error(t.get("severity"), fmt::format("severity '{}' in {} is not one of error, warning", *s, where));
+    return std::nullopt;
+  }
+
+  // The keys a check kind reads for itself, with errors that carry the check's file and line.
+  class Keys : public CheckKeys {
+   public:
+    Keys(Parser& p, const toml::table& t, const std::string& where) : p_(p), t_(t), where_(where) {}
+    std::optional<std::vector<std::string>> names(const char* key, bool (*known)(std::string_view),
+                                                  const char* what) override {
+      const toml::node* n = t_.get(key);
+      const toml::array* arr = n ? n->as_array() : nullptr;
+      if (!arr) {
+        p_.error(n ? n : &t_, fmt::format("{} needs '{}', an array of strings", where_, key));
+        return std::nullopt;
+      }
+      std::vector<std::string> out;
+      bool ok = true;
+      for (const auto& e : *arr) {
+        if (!e.is_string()) {
+          p_.error(&e, fmt::format("'{}' in {} must hold strings", key, where_));
+          ok = false;
+          continue;
+        }
+        const std::string v(*e.value<std::string_view>());
+        if (!known(v)) {
+          p_.error(&e, fmt::format("'{}' in {} is not a known {}", v, where_, what));
+          ok = false;
+        }
+        out.push_back(v);
+      }
+      return ok ? std::optional(out) : std::nullopt;
+    }
+    std::optional<int64_t> integer(const char* key, bool (*ok)(int64_t), const char* requirement) override {
+      const auto v = p_.integer(t_, key, where_);
+      if (v && ok(*v)) return v;
+      p_.error(t_.get(key) ? t_.get(key) : &t_, fmt::format("{} needs {}", where_, requirement));
+      return std::nullopt;
+    }
+
+   private:
+    Parser& p_;
+    const toml::table& t_;
+    const std::string& where_;
+  };
+
+  void parse_check(const toml::table& c, Rule& r, const std::string& where) {
+    const auto kind_name = str(c, "kind", where, true);
+    if (!kind_name) return;
+    const CheckKind* kind = find_check_kind(*kind_name);
+    if (!kind) {
+      std::vector<std::string> names;
+      for (const CheckKind& k : check_kinds()) names.emplace_back(k.name);
+      error(c.get("kind"),
+            fmt::format("unknown check kind '{}' in {} (known: {})", *kind_name, where, fmt::join(names, ", ")));
+      return;
+    }
+    std::vector<const char*> known = {"kind", "id", "severity", "hint"};
+    if (kind->pair)
+      known.insert(known.end(), {"a", "b"});
+    else
+      known.push_back("map");
+    known.insert(known.end(), kind->keys.begin(), kind->keys.end());
+    keys_known(c, known, where);
+    Check ch;
+    ch.kind = kind;
+    auto need_map = [&](const char* key) -> std::string {
+      const auto m = str(c, key, where, true);
+      if (!m) return {};
+      if (std::none_of(r.maps.begin(), r.maps.end(), [&](const MapRef& x) { return x.name == *m; }))
+        error(c.get(key), fmt::format("{} refers to map '{}', which [rule.maps] does not name", where, *m));
+      return *m;
+    };
+    if (kind->pair) {
+      ch.a = need_map("a");
+      ch.b = need_map("b");
+    } else {
+      ch.a = need_map("map");
+    }
+    Keys keys(*this, c, where);
+    kind->parse(keys, ch);
+    if (const auto id = str(c, "id", where, false)) ch.id = *id;
+    ch.severity = severity(c, where);
+    if (const auto h = str(c, "hint", where, false)) ch.hint = *h;
+    r.checks.push_back(std::move(ch));
+  }
+
+  void parse_maps(const toml::node* n, Rule& r, const std::string& where) {
+    const toml::table* mt = n->as_table();
+    if (!mt) {
+      error(n, fmt::format("'maps' in {} must be a table of name = order", where));
+      return;
+    }
+    for (const auto& [k, v] : *mt) {
+      MapRef m;
+      m.name = std::string(k.str());
+      if (v.is_integer()) {
+        m.index = *v.value<int64_t>();
+        if (r.map_count && (m.index >= *r.map_count || m.index < -*r.map_count))
+          error(&v, fmt::format("map '{}' = {} in {} cannot exist with map_count = {}", m.name, m.index, where,
+                                *r.map_count));
+      } else if (v.is_string() && v.value<std::string_view>()->rfind("param:", 0) == 0) {
+        m.by_param = true;
+        char* end = nullptr;
+        const std::string num(v.value<std::string_view>()->substr(6));
+        m.index = std::strtoll(num.c_str(), &end, 10);
+        if (num.empty() || *end || m.index < 0)
+          error(&v, fmt::format("map '{}' in {}: \"param:N\" needs a parameter index N >= 0", m.name, where));
+      } else {
+        error(&v, fmt::format("map '{}' in {} must be an order among tensor maps (integer, negative from the end) "
+                              "or \"param:N\"",
+                              m.name, where));
+        continue;
+      }
+      r.maps.push_back(std::move(m));
+    }
+  }
+
+  void parse_rule(const toml::table& t, int index, RuleSet& out) {
+    std::string where = fmt::format("rule #{}", index + 1);
+    Rule r;
+    if (const auto id = str(t, "id", where, true)) {
+      r.id = *id;
+      where = fmt::format("rule '{}'", r.id);
+    }
+    keys_known(t,
+               {"id", "kernel", "kernel_glob", "kernel_regex", "map_count", "expect_map_count", "severity", "action",
+                "hint", "maps", "check"},
+               where);
+    int matchers = 0;
+    if (const auto s = str(t, "kernel", where, false)) r.substring = *s, ++matchers;
+    if (const auto g = str(t, "kernel_glob", where, false)) r.glob = *g, ++matchers;
+    if (const auto re = str(t, "kernel_regex", where, false)) {
+      ++matchers;
+      r.regex = *re;
+      std::string why;
+      r.pattern = compile_kernel_regex(*re, &why);
+      if (!r.pattern) error(t.get("kernel_regex"), fmt::format("bad kernel_regex '{}' in {}: {}", *re, where, why));
+    }
+    if (matchers != 1) error(&t, fmt::format("{} needs exactly one of kernel, kernel_glob, kernel_regex", where));
+    r.map_count = integer(t, "map_count", where);
+    if (const toml::node* n = t.get("expect_map_count")) {
+      const toml::array* arr = n->as_array();
+      if (!arr) {
+        error(n, fmt::format("'expect_map_count' in {} must be an array of integers", where));
+      } else {
+        for (const auto& e : *arr) {
+          if (e.is_integer())
+            r.expect_map_count.push_back(*e.value<int64_t>());
+          else
+            error(&e, fmt::format("'expect_map_count' in {} must hold integers", where));
+        }
+      }
+    }
+    if (const auto s = severity(t, where)) r.severity = *s;
+    if (const auto a = str(t, "action", where, false)) {
+      if (*a == "abort" || *a == "reject" || *a == "log")
+        r.action = *a;
+      else
+        error(t.get("action"), fmt::format("action '{}' in {} is not one of abort, reject, log", *a, where));
+    }
+    if (const auto h = str(t, "hint", where, false)) r.hint = *h;
+    if (const toml::node* n = t.get("maps")) parse_maps(n, r, where);
+    if (const toml::node* n = t.get("check")) {
+      const toml::array* arr = n->as_array();
+      if (!arr) {
+        error(n, fmt::format("'check' in {} must be an array of tables ([[rule.check]])", where));
+      } else {
+        int i = 0;
+        for (const auto& e : *arr) {
+          ++i;
+          if (const toml::table* ct = e.as_table())
+            parse_check(*ct, r, fmt::format("{} check #{}", where, i));
+          else
+            error(&e, fmt::format("'check' entries in {} must be tables", where));
+        }
+      }
+    }
+    if (r.checks.empty() && r.expect_map_count.empty())
+      error(&t, fmt::format("{} has no [[rule.check]] and no expect_map_count: it can never report anything", where));
+    out.rules.push_back(std::move(r));
+  }
+
+ private:
+  std::string_view source_;
+};
+
+}  // namespace
+
+RulesResult parse_rules(std::string_view text, std::string_view source) {
+  RulesResult res;
+  auto set = std::make_shared<RuleSet>();
+  Parser p(source);
+  // Rule files are ASCII. The gate also keeps toml++ 3.3 (Debian's) away from its Unicode whitespace classifier,
+  // which reaches __builtin_unreachable on some non-ASCII input (found by tests/fuzz/fuzz_rules.cpp).
+  int line = 1;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') ++line;
+    if (c >= 0x80 || (c < 0x20 && c != '\n' && c != '\r' && c != '\t')) {
+      res.errors.push_back(
+          fmt::format("{}:{}: byte 0x{:02x} is not allowed: rule files are plain ASCII text", source, line, c));
+      return res;
+    }
+  }
+  try {
+    const toml::table doc = toml::parse(text, source);
+    p.keys_known(doc, {"rule"}, "the file");
+    if (const toml::node* n = doc.get("rule")) {
+      const toml::array* arr = n->as_array();
+      if (!arr) {
+        p.error(n, "'rule' must be an array of tables ([[rule]])");
+      } else {
+        int i = 0;
+        for (const auto& e : *arr) {
+          if (const toml::table* t = e.as_table())
+            p.parse_rule(*t, i, *set);
+          else
+            p.error(&e, "'rule' entries must be tables ([[rule]])");
+          ++i;
+        }
+      }
+    }
+    std::set<std::string> ids;
+    for (const Rule& r : set->rules)
+      if (!r.id.empty() && !ids.insert(r.id).second)
+        p.errors.push_back(fmt::format("{}: rule id '{}' is defined twice", source, r.id));
+  } catch (const toml::parse_error& e) {
+    p.errors.push_back(fmt::format("{}:{}: TOML syntax: {}", source, e.source().begin.line, e.description()));
+  }
+  res.errors = std::move(p.errors);
+  if (res.errors.empty()) res.rules = std::move(set);
+  return res;
+}
+
+std::shared_ptr<const RuleSet> merge_rules(const std::vector<std::shared_ptr<const RuleSet>>& sets) {
+  auto out = std::make_shared<RuleSet>();
+  for (const auto& s : sets) {
+    if (!s) continue;
+    for (const Rule& r : s->rules) {
+      auto it = std::find_if(out->rules.begin(), out->rules.end(), [&](const Rule& x) { return x.id == r.id; });
+      if (it != out->rules.end())
+        *it = r;
+      else
+        out->rules.push_back(r);
+    }
+  }
+  return out;
+}
+
+std::size_t rule_count(const RuleSet& rules) { return rules.rules.size(); }
+
+}  // namespace tmaguard

@@ -1,0 +1,88 @@
+// tmaguard shim: the thread registry behind the summary's counts.
+#include "counters.h"
+
+#include <pthread.h>
+
+#include <mutex>
+#include <vector>
+
+#include "hot.h"
+
+namespace tmaguard {
+namespace {
+
+// Every thread that launched, and the totals of those that exited. Guarded by g_mu (held across fork). All of it
+// constant-initialised: nothing runs at load time.
+std::mutex g_mu;
+std::vector<ThreadHot*>* g_threads = nullptr;
+Counts g_exited;
+pthread_key_t g_key;
+
+void add(Counts& c, const ThreadHot& t) {
+  c.launches_seen += t.launches_seen.load(std::memory_order_relaxed);
+  c.launches_checked += t.launches_checked.load(std::memory_order_relaxed);
+  c.maps_decoded += t.maps_decoded.load(std::memory_order_relaxed);
+}
+
+void zero(ThreadHot& t) {
+  t.launches_seen.store(0, std::memory_order_relaxed);
+  t.launches_checked.store(0, std::memory_order_relaxed);
+  t.maps_decoded.store(0, std::memory_order_relaxed);
+}
+
+// pthread key destructor: a thread is exiting; keep its counts, forget its (soon freed) ThreadHot.
+void thread_exit(void* p) {
+  auto* t = static_cast<ThreadHot*>(p);
+  std::lock_guard<std::mutex> lock(g_mu);
+  add(g_exited, *t);
+  zero(*t);
+  t->registered = 0;  // a launch from a later destructor registers it again
+  if (!g_threads) return;
+  for (ThreadHot*& x : *g_threads) {
+    if (x != t) continue;
+    x = g_threads->back();
+    g_threads->pop_back();
+    break;
+  }
+}
+
+}  // namespace
+
+bool counters_init() {
+  if (pthread_key_create(&g_key, thread_exit) != 0) return false;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_threads) g_threads = new std::vector<ThreadHot*>;
+  return true;
+}
+
+void register_thread() {
+  if (t_hot.registered) return;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_threads) return;
+  g_threads->push_back(&t_hot);
+  t_hot.registered = 1;
+  pthread_setspecific(g_key, &t_hot);
+}
+
+Counts counts_total() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  Counts c = g_exited;
+  if (g_threads)
+    for (const ThreadHot* t : *g_threads) add(c, *t);
+  return c;
+}
+
+void counters_fork_prepare() { g_mu.lock(); }
+void counters_fork_parent() { g_mu.unlock(); }
+void counters_fork_child() {
+  // The child starts its own account: its summary covers what it did after fork. Only the forking thread lives on.
+  g_exited = Counts{};
+  zero(t_hot);
+  if (g_threads) {
+    g_threads->clear();
+    if (t_hot.registered) g_threads->push_back(&t_hot);
+  }
+  g_mu.unlock();
+}
+
+}  // namespace tmaguard

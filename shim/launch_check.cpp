@@ -1,0 +1,134 @@
+// tmaguard shim: one launch, checked in three steps.
+//
+//   collect: the kernel's facts (kernel_cache), each tensor map's 128 bytes for this launch and its content hash,
+//            and the launch key; a key found clean before ends the check here
+//   judge:   decode every map, run the kernel's rules and the generic descriptor checks (pure core: judge.h)
+//   report:  provenance of the maps findings name, then the reporter applies the mode (run, reject, abort)
+#include "launch_check.h"
+
+#include <exception>
+#include <functional>
+
+#include "counters.h"
+#include "kernel_cache.h"
+#include "provenance.h"
+#include "reporter.h"
+#include "runtime.h"
+#include "tmaguard/judge.h"
+#include "tmaguard/report.h"
+
+namespace tmaguard {
+namespace {
+
+struct Collected {
+  FrontEntry* front = nullptr;
+  const KernelInfo* kernel = nullptr;
+  std::vector<const uint8_t*> bytes;  // each map slot's 128 bytes for this launch
+  std::vector<uint64_t> hashes;       // and their content hashes
+  uint64_t key = 0;
+};
+
+// Inspect mode: one record per (kernel, layout); the layout ignores addresses so re-allocations do not repeat it.
+void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMapParam>& maps,
+             const std::vector<uint64_t>& hashes) {
+  uint64_t layout = std::hash<std::string>{}(k->name);
+  for (const TensorMapParam& m : maps) {
+    const TensorMapView& v = m.decoded.view;
+    if (!m.decoded.ok()) {
+      layout = launch_key_fold(layout, 1);
+      continue;
+    }
+    layout = launch_key_fold(layout, (static_cast<uint64_t>(v.dtype) << 40) | (static_cast<uint64_t>(v.kind) << 32) |
+                                         (v.rank << 8) | (v.swizzle << 4) | v.interleave);
+    for (uint32_t i = 0; i < v.rank; ++i)
+      layout = launch_key_fold(launch_key_fold(launch_key_fold(layout, v.dims[i]), v.strides[i]),
+                               (uint64_t{v.box[i]} << 8) | v.element_strides[i]);
+  }
+  InspectRecord r;
+  r.kernel = k->name;
+  r.grid = {g.gx, g.gy, g.gz};
+  r.block = {g.bx, g.by, g.bz};
+  for (std::size_t i = 0; i < k->layout.offsets.size(); ++i)
+    r.params.emplace_back(k->layout.offsets[i], k->layout.sizes[i]);
+  for (std::size_t i = 0; i < maps.size(); ++i)
+    r.maps.push_back({static_cast<int>(i), maps[i].param_index, maps[i].decoded,
+                      maps[i].decoded.ok() ? provenance_for(hashes[i]) : std::string()});
+  report_inspect("inspect|" + std::to_string(layout), r);
+}
+
+// False when the launch cannot be judged (no maps, or the caller did not provide their bytes).
+bool collect(CUfunction f, void** kernel_params, void** extra, Collected& c) {
+  c.front = &front_entry(f);
+  c.kernel = c.front->info;
+  const KernelInfo& k = *c.kernel;
+  if (k.maps.empty()) return false;
+  const LaunchArgs args = kernel_params ? LaunchArgs{kernel_params, nullptr, 0} : parse_extra(extra);
+  if (!args.kernel_params && !args.buffer) return false;  // the driver will refuse this launch itself
+  const std::size_t n = k.maps.size();
+  c.bytes.resize(n);
+  c.hashes.resize(n);
+  for (std::size_t i = 0; i < n; ++i) c.bytes[i] = map_bytes(k.layout, k.maps[i], args);
+  return launch_key(
+      kernel_identity(f), n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
+}
+
+std::vector<TensorMapParam> decode_all(const Collected& c) {
+  std::vector<TensorMapParam> maps(c.bytes.size());
+  for (std::size_t i = 0; i < maps.size(); ++i) {
+    maps[i].param_index = static_cast<int>(c.kernel->maps[i].param);
+    maps[i].offset = c.kernel->maps[i].offset;
+    maps[i].decoded = decode(c.bytes[i]);
+  }
+  return maps;
+}
+
+Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, std::vector<Finding>& findings) {
+  for (Finding& fd : findings)
+    for (std::size_t i = 0; i < maps.size(); ++i)
+      if (maps[i].param_index == fd.param_index && maps[i].offset == fd.param_offset)
+        fd.provenance = provenance_for(c.hashes[i]);
+  if (!has_errors(findings)) {
+    clean_cache_insert(c.key);
+    c.front->clean_key = c.key;
+  }
+  return findings.empty() ? Verdict::kRun : report_findings(findings);
+}
+
+Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
+  ThreadHot& t = t_hot;
+  register_thread();
+  bump(t.launches_seen);
+  const bool inspecting = mode() == Mode::kInspect;
+  Collected c;
+  if (!collect(f, kernel_params, extra, c)) {
+    if (inspecting && c.kernel->maps.empty()) inspect(c.kernel, geom, {}, {});
+    return Verdict::kRun;
+  }
+  bump(t.launches_checked);
+  if (!inspecting && c.key && (c.key == c.front->clean_key || clean_cache_contains(c.key))) {
+    c.front->clean_key = c.key;
+    return Verdict::kRun;
+  }
+  const std::vector<TensorMapParam> maps = decode_all(c);
+  bump(t.maps_decoded, maps.size());
+  if (inspecting) inspect(c.kernel, geom, maps, c.hashes);
+  std::vector<Finding> findings = judge_launch(rules(), c.kernel->rules, c.kernel->name, maps);
+  return report(c, maps, findings);
+}
+
+}  // namespace
+
+Verdict check_launch(CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
+  HookScope scope;
+  if (scope.nested() || !armed()) return Verdict::kRun;
+  try {
+    return check_launch_unguarded(f, geom, kernel_params, extra);
+  } catch (const std::exception& e) {
+    report_cannot_work(std::string("internal error while checking a launch: ") + e.what());
+  } catch (...) {
+    report_cannot_work("internal error while checking a launch");
+  }
+  return Verdict::kRun;
+}
+
+}  // namespace tmaguard

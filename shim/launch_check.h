@@ -1,0 +1,18 @@
+// tmaguard shim: the full check of one launch, shared by the launch wrappers and the CUDA graph kernel-node
+// wrappers (a node about to be added or updated is judged exactly like a launch).
+#pragma once
+
+#include "cuda_names.h"
+#include "tmaguard/finding.h"
+
+namespace tmaguard {
+
+struct Geometry {
+  unsigned gx, gy, gz, bx, by, bz;
+};
+
+//! Collects the launch's tensor maps, judges them (unless the same bytes were found clean before) and reports.
+//! kReject: the launch must not happen (reject mode); abort mode never returns after an error.
+Verdict check_launch(CUfunction f, const Geometry& geom, void** kernel_params, void** extra);
+
+}  // namespace tmaguard

@@ -1,0 +1,29 @@
+// Running a test client with libtmaguard.so preloaded and reading what a user would: exit status, launch counts,
+// the log. Shared by the process tests (test_*.cpp in this folder).
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "process.h"
+
+using nlohmann::json;
+
+struct ClientRun {
+  ProcessResult p;
+  std::vector<json> records;
+  std::string log_text;
+  int ran = -1, ok = -1, failed = -1, via = -1;
+
+  std::vector<json> events(const std::string& e) const;
+};
+
+//! Runs tg_client (or tg_client_linked) with ARGS, tmaguard preloaded and a fresh JSON (or text) log.
+ClientRun run_client(std::vector<std::string> args, std::map<std::string, std::string> env = {}, bool linked = false,
+                     bool json_log = true);
+//! Exit, stdout, stderr and log, for assertion messages.
+std::string describe(const ClientRun& r);
+//! Writes a file under /tmp (unique to this test process) and returns its path.
+std::string write_file(const std::string& name, const std::string& text);

@@ -1,0 +1,110 @@
+// Real processes with libtmaguard.so preloaded in front of the stand-in driver: every resolution path x every launch
+// entry point, CUkernel handles, the extra form, the fast path, cuGetProcAddress and dlsym semantics.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "client_run.h"
+
+namespace {
+
+// ---- every path x every entry point: clean FA4 launch runs silently, bad dK is stopped (abort mode)
+struct PathEntry {
+  std::string path, entry;
+  bool linked;
+};
+std::vector<PathEntry> all_paths() {
+  std::vector<PathEntry> v;
+  for (const char* e : {"launch", "launch_ptsz", "ex", "ex_ptsz", "coop", "coop_ptsz"}) {
+    v.push_back({"direct", e, true});
+    for (const char* p : {"dlsym", "getproc", "getproc_self", "getproc_legacy"}) v.push_back({p, e, false});
+  }
+  return v;
+}
+class Paths : public ::testing::TestWithParam<PathEntry> {};
+
+TEST_P(Paths, CleanFa4LaunchRunsWithoutReport) {
+  const auto& pe = GetParam();
+  const ClientRun r = run_client({pe.path, pe.entry, "fa4_ok"}, {}, pe.linked);
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 3) << describe(r);
+  EXPECT_EQ(r.via, 3) << "every launch must reach the driver entry point asked for (_ptsz included)\n" << describe(r);
+  EXPECT_TRUE(r.events("violation").empty()) << describe(r);
+  EXPECT_TRUE(r.events("encode-warning").empty()) << "healthy FA4 maps (strides not increasing) draw no warning\n"
+                                                  << describe(r);
+  const auto s = r.events("summary");
+  ASSERT_EQ(s.size(), 1u) << describe(r);
+  EXPECT_EQ(s[0]["launches_seen"], 3) << "the launches must have gone through tmaguard\n" << describe(r);
+  EXPECT_EQ(s[0]["tensor_maps_decoded"], 6) << "decoded once, then cached by content\n" << describe(r);
+}
+
+TEST_P(Paths, BadDkAbortsBeforeTheKernelRuns) {
+  const auto& pe = GetParam();
+  const ClientRun r = run_client({pe.path, pe.entry, "fa4_dk_bad"}, {}, pe.linked);
+  ASSERT_TRUE(r.p.signaled) << describe(r);
+  EXPECT_EQ(r.p.signal, SIGABRT);
+  const auto v = r.events("violation");
+  ASSERT_EQ(v.size(), 1u) << describe(r);
+  EXPECT_EQ(v[0]["rule"], "fa4-dk-not-k-major");
+  EXPECT_EQ(v[0]["action"], "abort");
+  EXPECT_EQ(r.events("summary").size(), 1u);
+  EXPECT_EQ(r.p.out.find("RESULT"), std::string::npos) << "the process must not get past the launch";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPathsAllEntries, Paths, ::testing::ValuesIn(all_paths()),
+                         [](const auto& info) { return info.param.path + "_" + info.param.entry; });
+
+// ---- handles and launch forms
+TEST(Handles, CuKernelHandlesAndExtraBuffers) {
+  for (const char* entry : {"launch", "ex_ptsz"}) {
+    const ClientRun r =
+        run_client({"getproc", entry, "fa4_dk_bad", "--cukernel", "--extra"}, {{"TMAGUARD_MODE", "reject"}});
+    ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+    EXPECT_EQ(r.events("violation")[0]["param_index"], 7);
+    EXPECT_EQ(r.ran, 0);
+    const ClientRun ok = run_client({"getproc", entry, "fa4_ok", "--cukernel", "--extra"});
+    EXPECT_TRUE(ok.p.exited && ok.p.code == 0) << describe(ok);
+    EXPECT_EQ(ok.ran, 3);
+  }
+}
+
+TEST(FastPath, DescriptorRewrittenInPlaceIsCaughtAfterCleanLaunches) {
+  for (const char* sc : {"fa4_mutated_in_place", "fa4_2cta_mutated_in_place"}) {
+    for (const char* entry : {"launch", "ex_ptsz"}) {
+      const ClientRun r = run_client({"getproc", entry, sc}, {{"TMAGUARD_MODE", "reject"}});
+      EXPECT_EQ(r.failed, 1) << sc << " " << entry << "\n" << describe(r);
+      EXPECT_EQ(r.ran, 10) << sc << " " << entry;
+      ASSERT_EQ(r.events("violation").size(), 1u) << sc << " " << entry << "\n" << describe(r);
+      EXPECT_EQ(r.events("violation")[0]["rule"], "fa4-dk-not-k-major");
+      const auto s = r.events("summary");
+      ASSERT_EQ(s.size(), 1u);
+      EXPECT_EQ(s[0]["launches_seen"], 11);
+      EXPECT_EQ(s[0]["launches_checked"], 11);
+    }
+  }
+}
+
+TEST(GetProc, SemanticsPassThroughUnchanged) {
+  const ClientRun r = run_client({"getproc", "launch", "getproc_semantics"}, {{"TG_EXPECT_WRAPPED", "1"}});
+  EXPECT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_NE(r.p.out.find("SEMANTICS OK"), std::string::npos) << describe(r);
+  // The same checks hold against the bare stand-in driver (the semantics are the driver's, not tmaguard's).
+  const ProcessResult bare = run_process({TG_CLIENT, "getproc", "launch", "getproc_semantics"},
+                                         {{"LD_LIBRARY_PATH", TG_FAKE_DIR}, {"LD_PRELOAD", ""}});
+  EXPECT_NE(bare.out.find("SEMANTICS OK"), std::string::npos) << bare.out << bare.err;
+}
+
+TEST(Dlsym, RtldNextStaysRelativeToTheCaller) {
+  // libtg_next_b's tg_probe_next() does dlsym(RTLD_NEXT, "tg_probe"): the next definition after b is a's (1).
+  // A forward that is not a tail call makes glibc see tmaguard as the caller and find b's own (2).
+  const ProcessResult bare = run_process({TG_RTLD_NEXT}, {{"LD_PRELOAD", ""}});
+  ASSERT_EQ(bare.out, "1\n") << bare.err;
+  const ProcessResult p = run_process({TG_RTLD_NEXT}, {{"LD_PRELOAD", TG_LIB}});
+  EXPECT_EQ(p.out, "1\n") << p.err;
+}
+
+}  // namespace

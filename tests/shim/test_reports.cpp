@@ -1,0 +1,148 @@
+// Real processes with libtmaguard.so preloaded in front of the stand-in driver: what a user reads: JSON and text
+// records, inspect records, tmaguard-tool, the encode explainer.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "client_run.h"
+
+namespace {
+
+// ---- the record a user reads
+TEST(Report, JsonViolationRecordIsComplete) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "log"}, {"RANK", "5"}});
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  const json v = r.events("violation")[0];
+  for (const char* k : {"event", "rule", "severity", "kernel", "tensor", "param_index", "tensor_map", "expected",
+                        "observed", "hint", "action", "pid", "tid", "rank", "time", "provenance"})
+    EXPECT_TRUE(v.contains(k)) << k;
+  EXPECT_EQ(v["rank"], "5");
+  EXPECT_EQ(v["tensor"], "dK");
+  EXPECT_EQ(v["param_index"], 7);
+  EXPECT_NE(v["kernel"].get<std::string>().find("FlashAttentionBackwardSm100"), std::string::npos);
+  EXPECT_EQ(v["tensor_map"]["dims"], json({256, 128, 4, 2}));
+  EXPECT_EQ(v["tensor_map"]["strides_bytes"], json({512, 65536, 262144}));
+  EXPECT_EQ(v["tensor_map"]["box"], json({64, 128, 1, 1}));
+  EXPECT_EQ(v["tensor_map"]["dtype"], "bfloat16");
+  EXPECT_EQ(v["tensor_map"]["swizzle"], "128B");
+  EXPECT_EQ(v["tensor_map"]["address"], "0x7f0005000000");
+  EXPECT_EQ(v["provenance"], "encoded by cuTensorMapEncodeTiled in this process");
+  EXPECT_NE(v["hint"].get<std::string>().find("torch.empty_like(k)"), std::string::npos);
+}
+
+TEST(Report, TextFormatToStderrWithPidExpansion) {
+  const ClientRun r =
+      run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "log"}, {"TMAGUARD_LOG", ""}}, false, false);
+  EXPECT_NE(r.p.err.find("tmaguard: violation fa4-dk-not-k-major [error] action=log kernel="), std::string::npos)
+      << describe(r);
+  EXPECT_NE(r.p.err.find("tmaguard:   dK tensor map: tiled bfloat16 rank 4 dims {256,128,4,2}"), std::string::npos);
+  EXPECT_NE(r.p.err.find("tmaguard: SUMMARY: 3 launches seen, 3 checked"), std::string::npos) << describe(r);
+}
+
+TEST(Report, LogPathPidExpansion) {
+  const std::string pattern = "/tmp/tmaguard_pid_test.%p.log";
+  const ProcessResult p = run_process(
+      {TG_CLIENT, "dlsym", "launch", "fa4_dk_bad"},
+      {{"LD_PRELOAD", TG_LIB}, {"LD_LIBRARY_PATH", TG_FAKE_DIR}, {"TMAGUARD_MODE", "log"}, {"TMAGUARD_LOG", pattern}});
+  ASSERT_TRUE(p.exited && p.code == 0) << p.err;
+  // The child's pid is not known here: find the file by glob, it must carry digits where %p was.
+  const ProcessResult ls =
+      run_process({"/bin/sh", "-c", "ls /tmp/tmaguard_pid_test.[0-9]*.log && rm -f /tmp/tmaguard_pid_test.*.log"}, {});
+  EXPECT_EQ(ls.code, 0) << ls.out << ls.err;
+}
+
+TEST(Inspect, OneRecordPerKernelAndLayoutNothingBlocked) {
+  const ClientRun r = run_client({"getproc", "ex", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "inspect"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 3);
+  const auto ins = r.events("inspect");
+  ASSERT_EQ(ins.size(), 1u) << "three launches of one layout give one record\n" << describe(r);
+  const json& k = ins[0];
+  EXPECT_NE(k["kernel"].get<std::string>().find("FlashAttentionBackwardSm100"), std::string::npos);
+  EXPECT_EQ(k["grid"], json({2, 1, 1}));
+  EXPECT_EQ(k["block"], json({128, 1, 1}));
+  ASSERT_EQ(k["params"].size(), 9u);
+  EXPECT_EQ(k["params"][1], json({{"offset", 112}, {"size", 128}}));  // as the H200 reports it
+  ASSERT_EQ(k["tensor_maps"].size(), 6u);
+  EXPECT_EQ(k["tensor_maps"][5]["param_index"], 7);
+  EXPECT_EQ(k["tensor_maps"][5]["tensor_map"]["dims"], json({256, 128, 4, 2}));
+  EXPECT_EQ(k["tensor_maps"][0]["provenance"], "encoded by cuTensorMapEncodeTiled in this process");
+  ASSERT_EQ(r.events("violation").size(), 1u);
+  EXPECT_EQ(r.events("violation")[0]["action"], "inspect");
+}
+
+TEST(Inspect, KernelsWithoutMapsAreRecordedToo) {
+  const ClientRun r = run_client({"dlsym", "launch", "unmatched"}, {{"TMAGUARD_MODE", "inspect"}});
+  const auto ins = r.events("inspect");
+  ASSERT_EQ(ins.size(), 1u) << describe(r);
+  EXPECT_EQ(ins[0]["kernel"], "plain_elementwise_kernel");
+  EXPECT_TRUE(ins[0]["tensor_maps"].empty());
+}
+
+TEST(Tool, CheckRulesAndReport) {
+  const ProcessResult ok =
+      run_process({TG_TOOL, "check-rules", std::string(TG_SOURCE_DIR) + "/rules/fa4_sm100_bwd.toml"}, {});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("fa4_sm100_bwd.toml: 3 rules OK"), std::string::npos);
+  const std::string bad = "/tmp/tmaguard_tool_bad.toml";
+  std::ofstream(bad) << "[[rule]]\nid = \"x\"\nkernel = \"k\"\nexpect_map_count = [1]\nseverity = \"fatal\"\n";
+  const ProcessResult b = run_process({TG_TOOL, "check-rules", bad}, {});
+  EXPECT_EQ(b.code, 1);
+  EXPECT_EQ(b.err, bad + ":5: severity 'fatal' in rule 'x' is not one of error, warning\n");
+  std::remove(bad.c_str());
+
+  const std::string log = "/tmp/tmaguard_tool_report.jsonl";
+  std::remove(log.c_str());
+  for (const char* sc : {"fa4_dk_bad", "other_maps_ok"})
+    run_process({TG_CLIENT, "getproc", "launch", sc}, {{"LD_PRELOAD", TG_LIB},
+                                                       {"LD_LIBRARY_PATH", TG_FAKE_DIR},
+                                                       {"TMAGUARD_MODE", "inspect"},
+                                                       {"TMAGUARD_LOG_FORMAT", "json"},
+                                                       {"TMAGUARD_LOG", log},
+                                                       {"RANK", "3"}});
+  const ProcessResult r = run_process({TG_TOOL, "report", log}, {});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 process summaries: 6 launches seen, 6 checked"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fa4-dk-not-k-major                      3        1            3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("matmul_kernel_tma  (4 tensor maps, 1 layout(s))"), std::string::npos) << r.out;
+  EXPECT_NE(
+      r.out.find("param 7   bfloat16 dims [256,128,4,2] strides [512,65536,262144] box [64,128,1,1] swizzle 128B"),
+      std::string::npos)
+      << r.out;
+  std::remove(log.c_str());
+}
+
+TEST(Explainer, FailedEncodesExplainedSuspiciousOnesWarnedOnceCodesUnchanged) {
+  const ClientRun r = run_client({"getproc", "launch", "encode_suspicious"}, {{"TMAGUARD_MODE", "log"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.p.out,
+            "ENCODE rc=0\nENCODE rc=0\nENCODE rc=0\nENCODE rc=0\nENCODE rc=0\nENCODE rc=0\nENCODE rc=1\nENCODE rc=0\n")
+      << "the driver's return codes pass through unchanged";
+  std::vector<std::string> warnings;
+  for (const auto& e : r.events("encode-warning")) warnings.push_back(e["message"]);
+  const std::string p = "cuTensorMapEncodeTiled accepted, but ";
+  ASSERT_EQ(warnings.size(), 6u) << "one per kind: the second box warning (boxDim[1]) is not repeated\n" << describe(r);
+  EXPECT_EQ(warnings[0], p + "globalAddress is NULL: the driver encodes it, every access through the map faults");
+  EXPECT_EQ(warnings[1],
+            p + "globalStrides[0] = 0: dimension 1 is broadcast (all its indices share memory); a TMA store "
+                "through this map writes the same bytes from every tile");
+  EXPECT_EQ(warnings[2], p + "globalStrides[0] = 128 < 256 bytes spanned by the dimensions with smaller strides: rows "
+                             "overlap, so stores through this map overwrite each other");
+  EXPECT_EQ(warnings[3], p + "boxDim[0] = 64 > globalDim[0] = 16: most of every tile is out of bounds (filled, or "
+                             "dropped on stores)");
+  EXPECT_EQ(warnings[4].rfind(p + "globalAddress 0x", 0), 0u);
+  EXPECT_NE(warnings[4].find("is not memory the CUDA driver allocated"), std::string::npos);
+  EXPECT_EQ(warnings[5], p + "the map spans [0x7e0000000000, 0x7e0000004000), 12288 bytes past the end of its "
+                             "allocation [0x7e0000000000, 0x7e0000001000)");
+  const auto rejected = r.events("encode-rejected");
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_EQ(rejected[0]["message"],
+            "cuTensorMapEncodeTiled returned 1 (CUDA_ERROR_INVALID_VALUE): boxDim[0]=128 x 2 B "
+            "= 256 B exceeds the 128B swizzle span (128 B)");
+}
+
+}  // namespace
