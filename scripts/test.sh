@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every GPU-free test: builds (installing what is missing), then ctest (unit tests, golden vectors from the
 # H200, real processes with the library preloaded, export/NEEDED/init checks), then the core unit tests again
-# under AddressSanitizer + UBSan, then the libFuzzer targets (rules parser, decoder) for a bounded time each.
+# under AddressSanitizer + UBSan, then the libFuzzer targets (rules parser, decoder, launch collection, graph-node
+# parameters, encode arithmetic, rule matching) for a bounded time each.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TMAGUARD_BUILD_DIR:-$root/build}
@@ -20,12 +21,13 @@ rm -f "$asan_log"
 fuzz="$build-fuzz"
 CC=clang CXX=clang++ cmake -S "$root" -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTMAGUARD_FUZZ=ON \
   -DTMAGUARD_SANITIZE=ON >/dev/null
-ninja -C "$fuzz" fuzz_rules fuzz_decode
+fuzzers=(rules decode launch graph_node encode_args match)
+ninja -C "$fuzz" "${fuzzers[@]/#/fuzz_}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$root/tests/fuzz/corpus_rules" "$work/rules"
-mkdir -p "$work/decode"
-for t in rules decode; do
+for t in "${fuzzers[@]}"; do mkdir -p "$work/$t"; done
+for t in "${fuzzers[@]}"; do
   echo "== fuzz_$t for ${FUZZ_SECONDS:-20}s"
   (cd "$work" && "$fuzz/fuzz_$t" -max_total_time="${FUZZ_SECONDS:-20}" -timeout=5 -print_final_stats=0 "$work/$t" 2>&1 | tail -1)
   if ls "$work"/crash-* "$work"/timeout-* "$work"/leak-* >/dev/null 2>&1; then
@@ -33,5 +35,5 @@ for t in rules decode; do
   fi
 done
 echo "fuzz: no crash, hang or sanitizer report"
-# Reaching this line means every step passed (set -e): ctest's tests, the ASan/UBSan core tests, two fuzzers.
-echo "tests: $((n_ctest + n_asan + 2)) passed, 0 failed"
+# Reaching this line means every step passed (set -e): ctest's tests, the ASan/UBSan core tests, the fuzzers.
+echo "tests: $((n_ctest + n_asan + ${#fuzzers[@]})) passed, 0 failed"

@@ -14,7 +14,7 @@ namespace {
 // Every thread that launched, and the totals of those that exited. Guarded by g_mu (held across fork). All of it
 // constant-initialised: nothing runs at load time.
 std::mutex g_mu;
-std::vector<ThreadHot*>* g_threads = nullptr;
+std::vector<ThreadHot*>* g_threads = nullptr;  // written once, by counters_init(); read under g_mu
 Counts g_exited;
 pthread_key_t g_key;
 
@@ -49,9 +49,12 @@ void thread_exit(void* p) {
 }  // namespace
 
 bool counters_init() {
+  // No lock here: a fork while this runs (on another thread, during initialisation) must not leave the child with
+  // a held registry lock. The registry is published with one atomic store.
   if (pthread_key_create(&g_key, thread_exit) != 0) return false;
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (!g_threads) g_threads = new std::vector<ThreadHot*>;
+  auto* fresh = new std::vector<ThreadHot*>;
+  std::vector<ThreadHot*>* expected = nullptr;
+  if (!__atomic_compare_exchange_n(&g_threads, &expected, fresh, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) delete fresh;
   return true;
 }
 

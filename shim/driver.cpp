@@ -2,9 +2,15 @@
 #include "driver.h"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <atomic>
 #include <cstdlib>
+#include <string>
 
 #include "runtime.h"
 
@@ -28,6 +34,11 @@ void* const kWrappers[] = {
 #undef TG_REAL_ONLY
 };
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == kEntries);
+#define TG_STRINGIFY2(x) #x
+#define TG_STRINGIFY(x) TG_STRINGIFY2(x)
+static_assert(sizeof(TG_STRINGIFY(RTLD_NEXT)) == sizeof("((void *) -1l)") &&
+                  __builtin_memcmp(TG_STRINGIFY(RTLD_NEXT), "((void *) -1l)", sizeof("((void *) -1l)")) == 0,
+              "kRtldNext in driver.h must be glibc's RTLD_NEXT");
 static_assert(kEntries <= static_cast<int>(sizeof(HotGlobals::real) / sizeof(HotGlobals::real[0])));
 static_assert(static_cast<int>(EntryId::cuLaunchKernel) < 6 && static_cast<int>(EntryId::cuLaunchKernel_ptsz) < 6 &&
                   static_cast<int>(EntryId::cuLaunchKernelEx) < 6 &&
@@ -39,16 +50,53 @@ static_assert(static_cast<int>(EntryId::cuLaunchKernel) < 6 && static_cast<int>(
 std::atomic<void*> g_handle{nullptr};  // the driver's dlopen handle; kMissing when it could not be loaded
 std::atomic<void*> g_real_dlsym{nullptr};
 
+std::atomic<bool> g_second_copy_said{false};
+
+// The file an object was loaded from, for messages.
+std::string object_path(void* handle) {
+  struct link_map* lm = nullptr;
+  if (handle && dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name) return lm->l_name;
+  return "?";
+}
+
+void say_second_copy(const std::string& what) {
+  if (g_second_copy_said.exchange(true)) return;
+  write_stderr_line("tmaguard: warning: " + what);
+}
+
 // load=false: only a driver the process already loaded (the dlsym path must not load libcuda into a process
 // that merely probes for it).
+//
+// The driver tmaguard guards is the one the job uses: the copy already loaded as libcuda.so.1 (a program linked
+// with -lcuda, or a client that dlopen()ed it) wins over TMAGUARD_LIBCUDA when that names another file, even a
+// byte-identical copy: calls into a second, uninitialised driver would fail the job.
 void* libcuda_handle(bool load) {
   void* h = g_handle.load(std::memory_order_acquire);
   if (h) return h == kMissing ? nullptr : h;
-  const char* path = driver_path();
-  // A client that already loaded the driver gets that very copy; otherwise load it now (never at load time).
-  h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+  const char* named = std::getenv("TMAGUARD_LIBCUDA");
+  if (named && !*named) named = nullptr;
+  void* job = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (named) {
+    void* mine = dlopen(named, RTLD_LAZY | RTLD_NOLOAD);
+    if (job && mine != job) {
+      if (mine) dlclose(mine);
+      h = job;
+      const std::string what = access(named, F_OK) == 0
+                                   ? "names a second copy of the CUDA driver"
+                                   : std::string("names no file (") + std::strerror(errno) + ")";
+      say_second_copy(std::string("TMAGUARD_LIBCUDA='") + named + "' " + what + "; the job uses '" + object_path(job) +
+                      "' (loaded as libcuda.so.1), and tmaguard guards that one");
+    } else {
+      if (job) dlclose(job);  // the same object as `mine`: one reference is enough
+      h = mine;
+      if (!h && load) h = dlopen(named, RTLD_LAZY);
+    }
+  } else {
+    h = job;
+    if (!h && load) h = dlopen("libcuda.so.1", RTLD_LAZY);
+  }
   if (!h && !load) return nullptr;
-  if (!h) h = dlopen(path, RTLD_LAZY);
+  const char* path = named ? named : "libcuda.so.1";
   if (!h) {
     const char* err = dlerror();
     report_cannot_work(std::string("cannot load the CUDA driver '") + path + "': " + (err ? err : "unknown error"));
@@ -102,7 +150,32 @@ void* route(void* p) {
   for (int i = 0; i < kEntries; ++i) {
     if (kWrappers[i] && real_function(static_cast<EntryId>(i)) == p) return kWrappers[i];
   }
+  note_if_foreign_driver(p);
   return p;
+}
+
+void note_if_foreign_driver(void* p) {
+  if (g_second_copy_said.load(std::memory_order_relaxed)) return;
+  // A pointer handed out by a CUDA driver that is not the one tmaguard guards (a copy the job loaded later).
+  static std::atomic<void*> our_base{nullptr};
+  void* base = our_base.load(std::memory_order_acquire);
+  if (!base) {
+    Dl_info ours{};
+    void* f = real_function(EntryId::cuLaunchKernel);
+    if (!f || !dladdr(f, &ours)) return;
+    base = ours.dli_fbase;
+    our_base.store(base, std::memory_order_release);
+  }
+  Dl_info info{};
+  if (!dladdr(p, &info) || info.dli_fbase == base || !info.dli_fname) return;
+  void* other = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (!other) return;
+  const bool is_driver = real_dlsym()(other, "cuGetProcAddress_v2") != nullptr;
+  dlclose(other);
+  if (is_driver)
+    say_second_copy(std::string("the job also uses a second copy of the CUDA driver, '") + info.dli_fname +
+                    "', besides '" + object_path(g_handle.load()) +
+                    "' that tmaguard guards: launches through that copy are not checked");
 }
 
 }  // namespace tmaguard

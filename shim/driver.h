@@ -36,6 +36,10 @@ inline void* real_function(EntryId id) {
 }
 //! Our wrapper for a pointer the driver handed out, or the pointer itself when it is not an interposed entry.
 void* route(void* real_ptr);
+//! Says once when `p` belongs to a CUDA driver other than the one tmaguard guards (route() calls it).
+void note_if_foreign_driver(void* p);
+//! glibc's RTLD_NEXT pseudo-handle (driver.cpp checks it against <dlfcn.h>, which only it includes).
+inline void* const kRtldNext = reinterpret_cast<void*>(-1L);
 //! The real dlsym (glibc's, found with dlvsym), for the dlsym interposer.
 using DlsymFn = void* (*)(void*, const char*);
 DlsymFn real_dlsym();

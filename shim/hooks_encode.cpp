@@ -36,11 +36,13 @@ std::mutex g_range_mu;
 Range g_ranges[64];
 unsigned g_range_next = 0;
 
-// false: the driver does not know this address as memory it allocated (host, freed or foreign pointer).
 void range_lock() { g_range_mu.lock(); }
 void range_unlock() { g_range_mu.unlock(); }
 
-bool allocation_of(uint64_t addr, Range* out) {
+// What the driver says about an address: its allocation, not memory it allocated, or nothing (a driver without
+// cuPointerGetAttribute, or one that refuses the question): then tmaguard makes no claim at all.
+enum class Allocation { kFound, kNotAllocated, kUnknown };
+Allocation allocation_of(uint64_t addr, Range* out) {
   static std::once_flag fork_safe;  // never hold the lock across fork
   std::call_once(fork_safe, [] { pthread_atfork(range_lock, range_unlock, range_unlock); });
   {
@@ -48,31 +50,35 @@ bool allocation_of(uint64_t addr, Range* out) {
     for (const Range& r : g_ranges)
       if (addr >= r.start && addr < r.end) {
         *out = r;
-        return true;
+        return Allocation::kFound;
       }
   }
   auto get = TG_REAL(cuPointerGetAttribute);
-  if (!get) return true;  // cannot tell: say nothing
+  if (!get) return Allocation::kUnknown;
   CUdeviceptr start = 0;
   size_t size = 0;
-  if (get(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, static_cast<CUdeviceptr>(addr)) != CUDA_SUCCESS ||
-      get(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, static_cast<CUdeviceptr>(addr)) != CUDA_SUCCESS)
-    return false;
+  const CUresult a = get(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, static_cast<CUdeviceptr>(addr));
+  if (a == CUDA_ERROR_INVALID_VALUE) return Allocation::kNotAllocated;  // what the driver answers for such memory
+  if (a != CUDA_SUCCESS || get(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, static_cast<CUdeviceptr>(addr)) != CUDA_SUCCESS)
+    return Allocation::kUnknown;
   *out = {static_cast<uint64_t>(start), static_cast<uint64_t>(start) + size};
   std::lock_guard<std::mutex> lock(g_range_mu);
   g_ranges[g_range_next++ % 64] = *out;
-  return true;
+  return Allocation::kFound;
 }
 
 // Each (entry point, kind of warning) is reported once per process: a job that encodes thousands of host-pointer
 // maps gets one line, and the check of a repeat costs one atomic load (no formatting).
 constexpr int kNotAllocated = 6, kBeyondAllocation = 7;
-std::atomic<uint32_t> g_warned{0};  // bit (api * 8 + kind)
+constexpr int kWarningKinds = 8;   // EncodeWarning values and the two above, all < 8
+constexpr int kEncodeApis = 4;     // EncodeApi values
+std::atomic<bool> g_warned[kEncodeApis][kWarningKinds];
 
 template <typename Message>
 void warn_once(EncodeApi api, int kind, Message&& message) {
-  const uint32_t bit = 1u << ((static_cast<int>(api) % 4) * 8 + kind);
-  if (g_warned.fetch_or(bit, std::memory_order_relaxed) & bit) return;
+  const int a = static_cast<int>(api);
+  if (a < 0 || a >= kEncodeApis || kind < 0 || kind >= kWarningKinds) return;
+  if (g_warned[a][kind].exchange(true, std::memory_order_relaxed)) return;
   report_notice(fmt::format("encode-warning|{}|{}", encode_api_name(api), kind), "encode-warning",
                 fmt::format("{} accepted, but {}", encode_api_name(api), message()));
 }
@@ -95,19 +101,21 @@ void after_encode(EncodeApi api, CUresult rc, const CUtensorMap* map, Gather&& g
       provenance_record(h, {api, false});
       const EncodeArgs a = gather();
       for (const EncodeProblem& p : encode_warnings(a)) warn_once(api, p.kind, [&] { return p.message; });
+      // A map built on 64-bit address wraparound (Triton's ragged descriptors) gets no bounds lint at all.
+      const std::optional<ByteRange> span = map_range(a);
+      if (!a.address || !span) return;
       Range r;
-      if (a.address && !allocation_of(a.address, &r)) {
+      const Allocation where = allocation_of(a.address, &r);
+      if (where == Allocation::kNotAllocated) {
         warn_once(api, kNotAllocated, [&] {
           return fmt::format(
-              "globalAddress 0x{:x} is not memory the CUDA driver allocated (a host, freed or foreign "
-              "pointer?)",
+              "globalAddress 0x{:x} is not memory the CUDA driver allocated (a host, freed or foreign pointer?)",
               a.address);
         });
-      } else if (a.address && a.address + footprint_bytes(a) > r.end) {
+      } else if (where == Allocation::kFound && span->end > r.end) {
         warn_once(api, kBeyondAllocation, [&] {
           return fmt::format("the map spans [0x{:x}, 0x{:x}), {} bytes past the end of its allocation [0x{:x}, 0x{:x})",
-                             a.address, a.address + footprint_bytes(a), a.address + footprint_bytes(a) - r.end, r.start,
-                             r.end);
+                             span->first, span->end, span->end - r.end, r.start, r.end);
         });
       }
       return;

@@ -4,36 +4,22 @@
 // through the launch wrappers already. A rejected node is not added (or not updated): the call returns
 // CUDA_ERROR_INVALID_VALUE without reaching the driver.
 #include "driver.h"
+#include "graph_node.h"
 #include "launch_check.h"
 
 namespace tmaguard {
 namespace {
 
-// v1 has no `kern` member; v2/v3 launch `kern` when `func` is NULL.
-template <typename P>
-CUfunction node_function(const P* p) {
-  if constexpr (sizeof(P) > sizeof(CUDA_KERNEL_NODE_PARAMS_v1)) {
-    if (!p->func && p->kern) return reinterpret_cast<CUfunction>(p->kern);
-  }
-  return p->func;
-}
-
 template <typename P>
 Verdict node_verdict(const P* p) {
-  if (!p) return Verdict::kRun;  // the driver refuses it itself
-  return check_launch(node_function(p),
-                      Geometry{p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ},
-                      p->kernelParams, p->extra);
-}
-
-Verdict generic_node_verdict(const CUgraphNodeParams* p) {
-  return (p && p->type == CU_GRAPH_NODE_TYPE_KERNEL) ? node_verdict(&p->kernel) : Verdict::kRun;
+  const NodeLaunch n = node_launch(p);
+  if (!n.is_kernel || !n.f) return Verdict::kRun;  // nothing to launch, or the driver refuses it itself
+  return check_launch(n.f, Geometry{n.gx, n.gy, n.gz, n.bx, n.by, n.bz}, n.kernel_params, n.extra);
 }
 
 }  // namespace
 }  // namespace tmaguard
 
-using tmaguard::generic_node_verdict;
 using tmaguard::node_verdict;
 using tmaguard::Verdict;
 
@@ -45,26 +31,31 @@ using tmaguard::Verdict;
     return real(__VA_ARGS__);                                                 \
   }
 
+// clang-format off
 CUresult TG_WRAPPER(cuGraphAddKernelNode)(CUgraphNode* node, CUgraph g, const CUgraphNode* deps, size_t n,
                                           const CUDA_KERNEL_NODE_PARAMS_v1* p)
-    TG_GRAPH_CHECKED(cuGraphAddKernelNode, node_verdict, p, node, g, deps, n, p) CUresult
-    TG_WRAPPER(cuGraphAddKernelNode_v2)(CUgraphNode* node, CUgraph g, const CUgraphNode* deps, size_t n,
-                                        const CUDA_KERNEL_NODE_PARAMS_v2* p)
-        TG_GRAPH_CHECKED(cuGraphAddKernelNode_v2, node_verdict, p, node, g, deps, n, p) CUresult
-    TG_WRAPPER(cuGraphKernelNodeSetParams)(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1* p)
-        TG_GRAPH_CHECKED(cuGraphKernelNodeSetParams, node_verdict, p, node, p) CUresult
-    TG_WRAPPER(cuGraphKernelNodeSetParams_v2)(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2* p)
-        TG_GRAPH_CHECKED(cuGraphKernelNodeSetParams_v2, node_verdict, p, node, p) CUresult
-    TG_WRAPPER(cuGraphExecKernelNodeSetParams)(CUgraphExec e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1* p)
-        TG_GRAPH_CHECKED(cuGraphExecKernelNodeSetParams, node_verdict, p, e, node, p) CUresult
-    TG_WRAPPER(cuGraphExecKernelNodeSetParams_v2)(CUgraphExec e, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2* p)
-        TG_GRAPH_CHECKED(cuGraphExecKernelNodeSetParams_v2, node_verdict, p, e, node, p) CUresult
-    TG_WRAPPER(cuGraphAddNode)(CUgraphNode* node, CUgraph g, const CUgraphNode* deps, size_t n, CUgraphNodeParams* p)
-        TG_GRAPH_CHECKED(cuGraphAddNode, generic_node_verdict, p, node, g, deps, n, p) CUresult
-    TG_WRAPPER(cuGraphAddNode_v2)(CUgraphNode* node, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData* edges,
-                                  size_t n, CUgraphNodeParams* p)
-        TG_GRAPH_CHECKED(cuGraphAddNode_v2, generic_node_verdict, p, node, g, deps, edges, n, p) CUresult
-    TG_WRAPPER(cuGraphNodeSetParams)(CUgraphNode node, CUgraphNodeParams* p)
-        TG_GRAPH_CHECKED(cuGraphNodeSetParams, generic_node_verdict, p, node, p) CUresult
-    TG_WRAPPER(cuGraphExecNodeSetParams)(CUgraphExec e, CUgraphNode node, CUgraphNodeParams* p)
-        TG_GRAPH_CHECKED(cuGraphExecNodeSetParams, generic_node_verdict, p, e, node, p)
+    TG_GRAPH_CHECKED(cuGraphAddKernelNode, node_verdict, p, node, g, deps, n, p)
+CUresult TG_WRAPPER(cuGraphAddKernelNode_v2)(CUgraphNode* node, CUgraph g, const CUgraphNode* deps, size_t n,
+                                             const CUDA_KERNEL_NODE_PARAMS_v2* p)
+    TG_GRAPH_CHECKED(cuGraphAddKernelNode_v2, node_verdict, p, node, g, deps, n, p)
+CUresult TG_WRAPPER(cuGraphKernelNodeSetParams)(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v1* p)
+    TG_GRAPH_CHECKED(cuGraphKernelNodeSetParams, node_verdict, p, node, p)
+CUresult TG_WRAPPER(cuGraphKernelNodeSetParams_v2)(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2* p)
+    TG_GRAPH_CHECKED(cuGraphKernelNodeSetParams_v2, node_verdict, p, node, p)
+CUresult TG_WRAPPER(cuGraphExecKernelNodeSetParams)(CUgraphExec e, CUgraphNode node,
+                                                    const CUDA_KERNEL_NODE_PARAMS_v1* p)
+    TG_GRAPH_CHECKED(cuGraphExecKernelNodeSetParams, node_verdict, p, e, node, p)
+CUresult TG_WRAPPER(cuGraphExecKernelNodeSetParams_v2)(CUgraphExec e, CUgraphNode node,
+                                                       const CUDA_KERNEL_NODE_PARAMS_v2* p)
+    TG_GRAPH_CHECKED(cuGraphExecKernelNodeSetParams_v2, node_verdict, p, e, node, p)
+CUresult TG_WRAPPER(cuGraphAddNode)(CUgraphNode* node, CUgraph g, const CUgraphNode* deps, size_t n,
+                                    CUgraphNodeParams* p)
+    TG_GRAPH_CHECKED(cuGraphAddNode, node_verdict, p, node, g, deps, n, p)
+CUresult TG_WRAPPER(cuGraphAddNode_v2)(CUgraphNode* node, CUgraph g, const CUgraphNode* deps,
+                                       const CUgraphEdgeData* edges, size_t n, CUgraphNodeParams* p)
+    TG_GRAPH_CHECKED(cuGraphAddNode_v2, node_verdict, p, node, g, deps, edges, n, p)
+CUresult TG_WRAPPER(cuGraphNodeSetParams)(CUgraphNode node, CUgraphNodeParams* p)
+    TG_GRAPH_CHECKED(cuGraphNodeSetParams, node_verdict, p, node, p)
+CUresult TG_WRAPPER(cuGraphExecNodeSetParams)(CUgraphExec e, CUgraphNode node, CUgraphNodeParams* p)
+    TG_GRAPH_CHECKED(cuGraphExecNodeSetParams, node_verdict, p, e, node, p)
+    // clang-format on

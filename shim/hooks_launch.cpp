@@ -12,10 +12,12 @@ namespace tmaguard {
 namespace {
 
 // Whether this launch may use the per-thread caches at all: armed, not inside one of our own calls, not
-// inspecting (inspect mode records every layout, so every launch takes the full path).
+// inspecting (inspect mode records every layout, so every launch takes the full path), and no module unloaded
+// since this thread's front cache was last validated (a freed handle may have been reused).
 __attribute__((always_inline)) inline bool caches_usable() {
   return t_hot.hook_depth == 0 && g_hot.state.load(std::memory_order_acquire) == kArmed &&
-         g_hot.mode.load(std::memory_order_relaxed) != static_cast<int>(Mode::kInspect);
+         g_hot.mode.load(std::memory_order_relaxed) != static_cast<int>(Mode::kInspect) &&
+         t_hot.unload_epoch == g_hot.unload_epoch.load(std::memory_order_relaxed);
 }
 
 // The launch wrappers' fast path, inlined into each: true when the launch is known to be fine without the full
@@ -31,19 +33,19 @@ __attribute__((always_inline)) inline bool fast_pass(CUfunction f) {
 
 // A repeated launch whose tensor maps hash to the key of this kernel's last clean launch on this thread. Up to
 // seven whole-parameter slots live in the front entry; others come from the KernelInfo.
-__attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, CUfunction f, void** params) {
+__attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, void** params) {
   if (!params || !e.clean_key) return false;
   uint64_t key = 0;
   bool keyed;
   if (e.n_maps != kManyMaps) {
     keyed = launch_key(
-        kernel_identity(f), e.n_maps, [&](std::size_t i) { return static_cast<const uint8_t*>(params[e.idx[i]]); },
+        kernel_identity(e.info), e.n_maps, [&](std::size_t i) { return static_cast<const uint8_t*>(params[e.idx[i]]); },
         &key);
   } else {
     const KernelInfo& k = *e.info;
     const LaunchArgs args{params, nullptr, 0};
     keyed = launch_key(
-        kernel_identity(f), k.maps.size(), [&](std::size_t i) { return map_bytes(k.layout, k.maps[i], args); }, &key);
+        kernel_identity(&k), k.maps.size(), [&](std::size_t i) { return map_bytes(k.layout, k.maps[i], args); }, &key);
   }
   if (!keyed || key != e.clean_key) return false;
   bump(t_hot.launches_seen);
@@ -57,7 +59,7 @@ __attribute__((always_inline)) inline bool launch_may_run(CUfunction f, const Ge
                                                           void** extra) {
   if (caches_usable()) {
     const FrontEntry& e = front_slot(f);
-    if (e.f == f && e.info && maps_clean(e, f, params)) return true;
+    if (e.f == f && e.info && maps_clean(e, params)) return true;
   }
   return check_launch(f, geom, params, extra) == Verdict::kRun;
 }

@@ -7,21 +7,27 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 namespace tmaguard {
 
 struct KernelInfo;
 
-//! Initialisation state (HotGlobals::state). Uninit -> Initing -> Armed | Disabled; read on every launch.
-enum InitState : int { kUninit = 0, kIniting = 1, kArmed = 2, kDisabled = 3 };
+//! Initialisation state (HotGlobals::state). Uninit -> Initing -> Armed | Disabled; read on every launch. While
+//! initialising, the word also holds the initialising process's pid (initing_state()), so that a child forked in
+//! the middle knows the initialiser is not in its process.
+enum InitState : uint64_t { kUninit = 0, kIniting = 1, kArmed = 2, kDisabled = 3 };
+inline uint64_t initing_state(long pid) { return (static_cast<uint64_t>(pid) << 8) | kIniting; }
+inline long initing_pid(uint64_t state) { return static_cast<long>(state >> 8); }
 
 //! Process-wide, read-mostly. Entry ids 0..5 are the launch entries (entry_points.def lists them first), so
 //! their real pointers share the first line with `state` and `mode`.
 struct alignas(64) HotGlobals {
-  std::atomic<int> state;       // InitState
-  std::atomic<int> mode;        // Mode, valid once armed
-  std::atomic<void*> real[32];  // the real driver's functions by EntryId (driver.h: kNotLookedUp, kMissing)
+  std::atomic<uint64_t> state;       // InitState (with the initialiser's pid while initialising)
+  std::atomic<int> mode;             // Mode, valid once armed
+  std::atomic<uint32_t> unload_epoch;  // bumped by every module/library unload: per-thread caches must be dropped
+  std::atomic<void*> real[48];       // the real driver's functions by EntryId (driver.h: kNotLookedUp, kMissing)
 };
 extern HotGlobals g_hot;
 
@@ -42,7 +48,8 @@ constexpr unsigned kFrontEntries = 16;
 //! load+store, no locked instruction); the summary adds up every live thread's and those of exited threads.
 struct alignas(64) ThreadHot {
   int hook_depth;
-  int registered;  // counted in the summary (registered with the thread registry)
+  int registered;         // counted in the summary (registered with the thread registry)
+  uint32_t unload_epoch;  // HotGlobals::unload_epoch when `front` was last known valid
   std::atomic<uint64_t> launches_seen;
   std::atomic<uint64_t> launches_checked;
   std::atomic<uint64_t> maps_decoded;
@@ -64,4 +71,9 @@ inline FrontEntry& front_slot(const void* f) {
 }
 static_assert(kFrontEntries == 16, "front_slot takes the top 4 bits");
 
+}  // namespace tmaguard
+
+namespace tmaguard {
+static_assert(offsetof(HotGlobals, real) + 6 * sizeof(void*) <= 64,
+              "state, mode, the unload epoch and the six launch entries' real pointers share one cache line");
 }  // namespace tmaguard

@@ -1,13 +1,15 @@
-// tmaguard shim: lock-free kernel-info table and the clean-launch cache (bounded, insert-only).
+// tmaguard shim: the lock-free kernel-info table (forgetting what an unload frees) and the clean-launch cache.
 #include "kernel_cache.h"
 
 #include <pthread.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
 #include "driver.h"
+#include "reporter.h"
 #include "runtime.h"
 #include "tmaguard/rules.h"
 #include "tmaguard/tensormap.h"
@@ -15,7 +17,13 @@
 namespace tmaguard {
 namespace {
 
+// The parameter space of a kernel holds at most 32764 bytes (CUDA 12.1+), so at most 32764 parameters of one byte.
+constexpr std::size_t kMaxParams = 32768;
+
 constexpr std::size_t kSlots = 1 << 14;  // kernels; past 3/4 full the overflow map takes over
+// A slot's info: a KernelInfo, nullptr while its first builder fills it in, or kDead after an unload freed the
+// handle (the key stays, so probe chains stay intact; a launch of the reused handle rebuilds it).
+const KernelInfo* const kDead = reinterpret_cast<const KernelInfo*>(1);
 struct Slot {
   std::atomic<uintptr_t> key;
   std::atomic<const KernelInfo*> info;
@@ -42,6 +50,8 @@ std::size_t mix(uintptr_t k) {
   return static_cast<std::size_t>(x);
 }
 
+bool live(const KernelInfo* i) { return i != nullptr && i != kDead; }
+
 const KernelInfo* build(CUfunction f) {
   auto* k = new KernelInfo;
   const char* name = nullptr;
@@ -63,8 +73,8 @@ const KernelInfo* build(CUfunction f) {
   };
   std::size_t off = 0, size = 0;
   if (!is_kernel && info(0, &off, &size) == CUDA_ERROR_INVALID_HANDLE) is_kernel = true;  // CUkernel without a name
-  constexpr std::size_t kMaxParams = 4096;
-  for (std::size_t i = 0; i < kMaxParams; ++i) {
+  std::size_t i = 0;
+  for (; i < kMaxParams; ++i) {
     if (info(i, &off, &size) != CUDA_SUCCESS) break;
     k->layout.offsets.push_back(off);
     k->layout.sizes.push_back(size);
@@ -72,7 +82,19 @@ const KernelInfo* build(CUfunction f) {
     // 112/240/368 for three leading CUtensorMaps), so only the size identifies a tensor-map candidate.
     if (size == kTensorMapBytes) k->maps.push_back({static_cast<uint32_t>(i), 0});
   }
-  k->rules = rules_for_kernel(tmaguard::rules(), k->name);
+  k->params_truncated = i == kMaxParams && info(i, &off, &size) == CUDA_SUCCESS;
+  // The owner, so that an unload can forget this kernel (a driver without these calls: any unload forgets all).
+  if (is_kernel) {
+    CUlibrary lib = nullptr;
+    if (auto get = TG_REAL(cuKernelGetLibrary); get && get(&lib, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS)
+      k->owner = lib;
+  } else {
+    CUmodule mod = nullptr;
+    if (auto get = TG_REAL(cuFuncGetModule); get && get(&mod, f) == CUDA_SUCCESS) k->owner = mod;
+  }
+  std::vector<std::string> notes;
+  k->rules = rules_for_kernel(tmaguard::rules(), k->name, &notes);
+  for (const std::string& n : notes) report_notice("pattern-limit|" + n, "warning", n);
   return k;
 }
 
@@ -83,6 +105,12 @@ std::atomic<uint64_t> g_clean[kCleanSlots];
 }  // namespace
 
 FrontEntry& front_entry(CUfunction f) {
+  // An unload since this thread last looked: any entry may describe a freed (and reused) handle.
+  const uint32_t epoch = g_hot.unload_epoch.load(std::memory_order_acquire);
+  if (t_hot.unload_epoch != epoch) {
+    std::memset(static_cast<void*>(t_hot.front), 0, sizeof t_hot.front);
+    t_hot.unload_epoch = epoch;
+  }
   FrontEntry& e = front_slot(f);
   if (e.f == f && e.info) return e;
   const KernelInfo* info = kernel_info(f);
@@ -109,8 +137,14 @@ const KernelInfo* kernel_info(CUfunction f) {
     uintptr_t k = table[i].key.load(std::memory_order_acquire);
     if (k == key) {
       const KernelInfo* info = table[i].info.load(std::memory_order_acquire);
-      if (info) return info;
-      break;  // another thread is filling it in: build our own copy below (rare)
+      if (live(info)) return info;
+      if (info == nullptr) break;  // another thread is filling it in: use the overflow map below (rare)
+      const KernelInfo* built = build(f);  // forgotten after an unload: the handle now names another kernel
+      const KernelInfo* expected = kDead;
+      if (table[i].info.compare_exchange_strong(expected, built, std::memory_order_acq_rel)) return built;
+      delete built;
+      if (live(expected)) return expected;
+      break;
     }
     if (k != 0) continue;
     if (g_used.load(std::memory_order_relaxed) >= kSlots * 3 / 4) break;
@@ -135,6 +169,25 @@ const KernelInfo* kernel_info(CUfunction f) {
   const KernelInfo* built = build(f);
   (*g_overflow)[key] = built;
   return built;
+}
+
+void forget_kernels_of(const void* owner, const void* module) {
+  auto doomed = [&](const KernelInfo* k) {
+    return !owner || !k->owner || k->owner == owner || (module && k->owner == module);
+  };
+  // The forgotten KernelInfo objects are not freed: another thread may be reading one right now.
+  if (Slot* table = g_slots_ptr.load(std::memory_order_acquire)) {
+    for (std::size_t i = 0; i < kSlots; ++i) {
+      const KernelInfo* k = table[i].info.load(std::memory_order_acquire);
+      if (live(k) && doomed(k)) table[i].info.compare_exchange_strong(k, kDead, std::memory_order_acq_rel);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_overflow_mu);
+    if (g_overflow)
+      for (auto it = g_overflow->begin(); it != g_overflow->end();) it = doomed(it->second) ? g_overflow->erase(it) : ++it;
+  }
+  g_hot.unload_epoch.fetch_add(1, std::memory_order_acq_rel);
 }
 
 bool clean_cache_contains(uint64_t key) {

@@ -1,5 +1,6 @@
 // tmaguard shim: per-kernel facts (name, parameter layout, tensor-map slots, which rules apply), built once per
-// CUfunction/CUkernel, and the set of launches already found clean.
+// CUfunction/CUkernel and forgotten when its module or library is unloaded, and the set of launches already
+// found clean.
 #pragma once
 
 #include <cstdint>
@@ -17,16 +18,24 @@ struct KernelInfo {
   std::vector<int> rules;     // indices of the rules whose kernel matcher accepts this kernel
   ParamLayout layout;         // every parameter's offset and size
   std::vector<MapSlot> maps;  // tensor-map candidates, in parameter order
+  const void* owner = nullptr;  // its CUmodule (CUfunction) or CUlibrary (CUkernel); nullptr when unknown
+  bool params_truncated = false;  // more parameters than tmaguard reads (kMaxParams): the rest were not checked
 };
 
 //! Facts for a launch handle (CUfunction, or a CUkernel passed where a CUfunction is expected). Never null.
-//! Read-mostly: a lock-free table, filled on a kernel's first launch.
+//! Read-mostly: a lock-free table, filled on a kernel's first launch. KernelInfo objects are never freed, so a
+//! pointer to one identifies one kernel for the life of the process (a handle may be reused after an unload).
 const KernelInfo* kernel_info(CUfunction f);
-//! This thread's front-cache entry for `f` (hot.h), filled from kernel_info() when it holds another kernel.
+//! This thread's front-cache entry for `f` (hot.h), filled from kernel_info() when it holds another kernel or
+//! when a module was unloaded since this thread last looked.
 FrontEntry& front_entry(CUfunction f);
 
-//! The identity a launch key starts from (launch.h's launch_key): the kernel's handle.
-inline uint64_t kernel_identity(CUfunction f) { return reinterpret_cast<uintptr_t>(f); }
+//! Forgets every kernel of this module or library (and of `module`, a library's context module, when given), so
+//! that a handle the driver reuses after the unload is looked up afresh; nullptr owner: forget every kernel.
+void forget_kernels_of(const void* owner, const void* module = nullptr);
+
+//! The identity a launch key starts from (launch.h's launch_key).
+inline uint64_t kernel_identity(const KernelInfo* k) { return reinterpret_cast<uintptr_t>(k); }
 
 //! Set of launch keys that were checked and found clean: a repeated launch costs a hash and a lookup.
 bool clean_cache_contains(uint64_t key);

@@ -61,15 +61,25 @@ bool collect(CUfunction f, void** kernel_params, void** extra, Collected& c) {
   c.front = &front_entry(f);
   c.kernel = c.front->info;
   const KernelInfo& k = *c.kernel;
+  if (k.params_truncated)
+    report_notice("params-truncated|" + k.name, "not-checked",
+                  "kernel " + k.name + " has more parameters than tmaguard reads; the rest were not checked");
   if (k.maps.empty()) return false;
-  const LaunchArgs args = kernel_params ? LaunchArgs{kernel_params, nullptr, 0} : parse_extra(extra);
+  const LaunchArgs args = kernel_params ? LaunchArgs{kernel_params, nullptr, 0, true} : parse_extra(extra);
   if (!args.kernel_params && !args.buffer) return false;  // the driver will refuse this launch itself
+  if (!args.kernel_params && !args.size_declared) {
+    report_notice("extra-without-size", "not-checked",
+                  "a launch passed its parameters with CU_LAUNCH_PARAM_BUFFER_POINTER but no "
+                  "CU_LAUNCH_PARAM_BUFFER_SIZE: tmaguard reads only what the caller declares, so such launches are not "
+                  "checked");
+    return false;
+  }
   const std::size_t n = k.maps.size();
   c.bytes.resize(n);
   c.hashes.resize(n);
   for (std::size_t i = 0; i < n; ++i) c.bytes[i] = map_bytes(k.layout, k.maps[i], args);
   return launch_key(
-      kernel_identity(f), n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
+      kernel_identity(c.kernel), n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
 }
 
 std::vector<TensorMapParam> decode_all(const Collected& c) {

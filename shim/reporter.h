@@ -19,6 +19,9 @@ bool reporter_open(const Config& cfg, std::string* error);
 Verdict report_findings(std::vector<Finding>& findings);
 //! A one-line notice (warnings about tmaguard's own limits, failed encodes): deduplicated by key.
 void report_notice(const std::string& key, const char* event, const std::string& message);
+//! A launch tmaguard cannot check for a known reason (e.g. FA4 dK/dV written with plain stores): counted in the
+//! summary by reason, said once per reason.
+void report_not_checkable(const std::string& reason, const std::string& message);
 //! Inspect mode: writes the record once per key (kernel + tensor-map layout).
 void report_inspect(const std::string& key, const InspectRecord& record);
 //! The exit summary (registered with atexit once the reporter is open).

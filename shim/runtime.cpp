@@ -2,9 +2,13 @@
 #include "runtime.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <vector>
 
@@ -22,11 +26,7 @@ std::atomic<bool> g_cannot_work_said{false};
 // threads read it without a lock until the process ends, exit handlers included.
 const std::shared_ptr<const RuleSet>* g_rules = nullptr;
 
-void write_stderr(const std::string& line) {
-  const std::string l = line + "\n";
-  ssize_t n = ::write(2, l.data(), l.size());
-  (void)n;
-}
+void write_stderr(const std::string& line) { write_stderr_line(line); }
 
 // fork: every module's lock is taken before fork() and released in both processes; the child resets its state.
 void fork_prepare() {
@@ -92,8 +92,13 @@ bool init() {
   }
   g_rules = new std::shared_ptr<const RuleSet>(std::move(rules));
   g_hot.mode.store(static_cast<int>(cfg.mode), std::memory_order_relaxed);
-  pthread_atfork(fork_prepare, fork_parent, fork_child);
-  std::atexit(report_summary_at_exit);
+  // Once per process image: a child that re-initialises (it was forked while its parent initialised) inherits
+  // whatever its parent registered before the fork, and handlers registered twice would lock twice.
+  static std::atomic<bool> registered{false};
+  if (!registered.exchange(true)) {
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    std::atexit(report_summary_at_exit);
+  }
   return !g_cannot_work_said.load();
 }
 
@@ -103,26 +108,77 @@ thread_local ThreadHot t_hot __attribute__((tls_model("initial-exec")));
 
 namespace detail {
 
+// The thread running init(): a wrapper it reaches (tmaguard's own driver calls never do, but a driver callback
+// might) passes through instead of waiting for itself.
+thread_local bool t_initialising __attribute__((tls_model("initial-exec"))) = false;
+
 bool armed_slow() {
-  const int s = g_hot.state.load(std::memory_order_acquire);
-  if (s == kArmed) return true;
-  if (s != kUninit) return false;
-  int expected = kUninit;
-  if (!g_hot.state.compare_exchange_strong(expected, kIniting, std::memory_order_acq_rel)) return expected == kArmed;
-  bool ok = false;
-  try {
-    ok = init();
-  } catch (const std::exception& e) {
-    report_cannot_work(std::string("initialisation failed: ") + e.what());
+  using Clock = std::chrono::steady_clock;
+  // Waiting is bounded: a loader-lock cycle (a library constructor launching while another thread initialises
+  // tmaguard) must not hang the job. Initialisation takes milliseconds; a minute means something is stuck.
+  constexpr auto kWaitLimit = std::chrono::seconds(60);
+  Clock::time_point deadline{};
+  for (;;) {
+    uint64_t s = g_hot.state.load(std::memory_order_acquire);
+    if (s == kArmed) return true;
+    if (s == kDisabled) return false;
+    if (s == kUninit) {
+      const uint64_t mine = initing_state(static_cast<long>(getpid()));
+      if (!g_hot.state.compare_exchange_strong(s, mine, std::memory_order_acq_rel)) continue;
+      t_initialising = true;
+      bool ok = false;
+      try {
+        ok = init();
+      } catch (const std::exception& e) {
+        report_cannot_work(std::string("initialisation failed: ") + e.what());
+      }
+      t_initialising = false;
+      if (g_cannot_work_said.load()) ok = false;
+      uint64_t expected = mine;  // report_cannot_work() may have disabled tmaguard meanwhile
+      g_hot.state.compare_exchange_strong(expected, ok ? kArmed : kDisabled, std::memory_order_acq_rel);
+      return g_hot.state.load(std::memory_order_acquire) == kArmed;
+    }
+    // Another thread initialises.
+    if (t_initialising) return false;
+    if (initing_pid(s) != static_cast<long>(getpid())) {
+      // Forked while a thread of the parent was initialising: that thread does not exist here. Start over.
+      g_hot.state.compare_exchange_strong(s, kUninit, std::memory_order_acq_rel);
+      continue;
+    }
+    const Clock::time_point now = Clock::now();
+    if (deadline == Clock::time_point{}) deadline = now + kWaitLimit;
+    if (now > deadline) {
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true))
+        write_stderr("tmaguard: warning: initialisation on another thread has not finished after 60 s; launches pass "
+                     "unchecked until it does");
+      return false;
+    }
+    const timespec pause{0, 50 * 1000};
+    nanosleep(&pause, nullptr);
   }
-  if (g_cannot_work_said.load()) ok = false;
-  g_hot.state.store(ok ? kArmed : kDisabled, std::memory_order_release);
-  return ok;
 }
 
 }  // namespace detail
 
 const RuleSet& rules() { return **g_rules; }
+
+void write_stderr_line(const std::string& line) {
+  // SIGPIPE blocked for the write: a stderr whose reader is gone must not kill the job.
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  sigset_t pending;
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE);
+  const std::string l = line + "\n";
+  if (::write(2, l.data(), l.size()) < 0 && errno == EPIPE && !was_pending) {
+    const timespec zero{0, 0};
+    sigtimedwait(&pipe_set, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
 
 void report_cannot_work(const std::string& why) {
   g_hot.state.store(kDisabled, std::memory_order_release);

@@ -32,13 +32,16 @@ class HookScope {
 //! True once initialisation succeeded; never initialises.
 inline bool armed_already() { return g_hot.state.load(std::memory_order_acquire) == kArmed; }
 //! True when checks should run: initialises on first use (Uninit -> Initing -> Armed | Disabled). While another
-//! thread initialises, or after tmaguard stepped aside, it returns false and the wrapper passes through.
+//! thread initialises, it waits for it (a launch never passes unchecked because tmaguard is starting); after
+//! tmaguard stepped aside, it returns false and the wrapper passes through.
 inline bool armed() { return armed_already() || detail::armed_slow(); }
 //! The mode in force (valid once armed() returned true).
 inline Mode mode() { return static_cast<Mode>(g_hot.mode.load(std::memory_order_relaxed)); }
 
 //! tmaguard cannot work: says so once, in one line, on stderr, then steps aside for good.
 void report_cannot_work(const std::string& why);
+//! One line on stderr, written whole (tmaguard's own warnings before or outside the reporter).
+void write_stderr_line(const std::string& line);
 
 //! The rules in force (built-in preset merged with TMAGUARD_RULES); valid once armed.
 const RuleSet& rules();

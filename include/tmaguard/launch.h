@@ -38,10 +38,12 @@ struct LaunchArgs {
   void* const* kernel_params = nullptr;
   const uint8_t* buffer = nullptr;
   std::size_t buffer_size = 0;
+  bool size_declared = false;  // the caller gave CU_LAUNCH_PARAM_BUFFER_SIZE
 };
 
 //! The `extra` list of a launch: BUFFER_POINTER / BUFFER_SIZE pairs up to CU_LAUNCH_PARAM_END (or NULL), read at
-//! most `max_pairs` deep. Without a BUFFER_SIZE the declared size is 0: nothing past the pointer is read.
+//! most `max_pairs` deep. Without a BUFFER_SIZE the declared size is 0: nothing past the pointer is read (the
+//! buffer may be 16 bytes long).
 LaunchArgs parse_extra(void* const* extra, int max_pairs = 64);
 
 //! The 128 bytes of `slot` for this launch, or nullptr when the caller did not provide them (a NULL parameter

@@ -26,6 +26,8 @@ struct Summary {
   uint64_t launches_checked = 0;
   uint64_t tensor_maps_decoded = 0;
   std::map<std::string, uint64_t> violations_by_rule;  // occurrences, repeats included
+  std::map<std::string, uint64_t> not_checkable;       // launches tmaguard could not check, by reason
+  uint64_t log_records_lost = 0;                       // records the log refused (written to stderr instead)
 };
 
 //! One finding as a record; `action` is what the mode (or the rule) did about it.

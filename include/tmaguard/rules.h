@@ -19,6 +19,7 @@
 // its own id, severity and hint.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,16 +39,21 @@ struct RulesResult {
 
 //! Parses and validates rule text. `source` names it in messages (a path, or "built-in").
 RulesResult parse_rules(std::string_view text, std::string_view source);
+//! The largest rules file read (a generated file of 300,000 rules is about 20 MiB).
+inline constexpr uint64_t kMaxRulesFileBytes = 64ULL << 20;
 //! Reads and parses a rules file: what the library does at start for each TMAGUARD_RULES entry and what
-//! `tmaguard check-rules` does, so the two can never disagree. An unreadable file is one error naming it.
+//! `tmaguard check-rules` does, so the two can never disagree. Only a regular file of at most kMaxRulesFileBytes
+//! is read; anything else (unreadable, a directory, a device, a FIFO, too large) is one error naming it.
 RulesResult load_rules_file(const std::string& path);
 //! Several rule sets into one; a later rule with the same id replaces an earlier one (user rules override presets).
 std::shared_ptr<const RuleSet> merge_rules(const std::vector<std::shared_ptr<const RuleSet>>& sets);
 //! The built-in preset (the FA4 SM100 backward guard).
 std::string_view builtin_rules_text();
 
-//! Indices of the rules whose kernel matcher accepts this name (computed once per kernel).
-std::vector<int> rules_for_kernel(const RuleSet& rules, std::string_view kernel_name);
+//! Indices of the rules whose kernel matcher accepts this name (computed once per kernel). Patterns run with match
+//! limits; a pattern that reaches one counts as not matching, and `notes` (when given) gets a sentence saying so.
+std::vector<int> rules_for_kernel(const RuleSet& rules, std::string_view kernel_name,
+                                  std::vector<std::string>* notes = nullptr);
 //! Runs the given rules on one launch's tensor-map parameters.
 void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
                     const std::vector<TensorMapParam>& maps, std::vector<Finding>& out);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -86,11 +87,20 @@ EncodeProblem validate_encode(const EncodeArgs& a);
 enum EncodeWarning : int { kNullAddress = 1, kZeroStride, kOverlappingRows, kBoxBeyondTensor };
 
 //! Arguments the driver accepts but that are almost certainly bugs: NULL address, stride 0, rows that overlap
-//! (judged in stride order), a box larger than the tensor. One line each; empty when none.
+//! (judged in stride order; not for maps built on address wraparound, see map_range), a box larger than the tensor.
+//! One line each; empty when none.
 std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a);
 
-//! Bytes from the base address to one past the last element the arguments describe.
-uint64_t footprint_bytes(const EncodeArgs& a);
+//! Bytes from the base address to one past the last element the arguments describe; nullopt when that does not fit
+//! in 64 bits.
+std::optional<uint64_t> footprint_bytes(const EncodeArgs& a);
+//! The byte range [first, end) the map covers, or nullopt when the map is built on address arithmetic rather than
+//! on a plain tensor, as Triton's ragged descriptors are by design: its footprint or its end overflows 2^64, or a
+//! dimension of 2^30 or more rows aliases another (same byte stride). No bounds claim can be made about such a map.
+struct ByteRange {
+  uint64_t first, end;
+};
+std::optional<ByteRange> map_range(const EncodeArgs& a);
 
 //! Encodes like the real driver: 0 (CUDA_SUCCESS) and 128 bytes, or 1 (CUDA_ERROR_INVALID_VALUE) with the first
 //! 12 bytes written and `problem` set. Byte format pinned to H200 captures (tests/data/encode_golden_h200.txt).

@@ -11,12 +11,13 @@ LaunchArgs parse_extra(void* const* extra, int max_pairs) {
   const auto end = reinterpret_cast<void*>(0x00), pointer = reinterpret_cast<void*>(0x01),
              size = reinterpret_cast<void*>(0x02);
   LaunchArgs a;
-  a.buffer_size = SIZE_MAX;
   for (int i = 0; extra && i < 2 * max_pairs && extra[i] != end; i += 2) {
-    if (extra[i] == pointer)
+    if (extra[i] == pointer) {
       a.buffer = static_cast<const uint8_t*>(extra[i + 1]);
-    else if (extra[i] == size && extra[i + 1])
+    } else if (extra[i] == size && extra[i + 1]) {
       a.buffer_size = *static_cast<const std::size_t*>(extra[i + 1]);
+      a.size_declared = true;
+    }
   }
   return a;
 }

@@ -150,12 +150,22 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
     j["launches_checked"] = s.launches_checked;
     j["tensor_maps_decoded"] = s.tensor_maps_decoded;
     j["violations"] = s.violations_by_rule;
+    j["not_checkable"] = s.not_checkable;
+    j["log_records_lost"] = s.log_records_lost;
     return stamped(j, ctx);
   }
-  std::string v;
-  for (const auto& [rule, n] : s.violations_by_rule) v += fmt::format("{}{} x{}", v.empty() ? "" : ", ", rule, n);
-  return fmt::format("tmaguard: SUMMARY: {} launches seen, {} checked, {} tensor maps decoded; violations: {} ({})",
-                     s.launches_seen, s.launches_checked, s.tensor_maps_decoded, v.empty() ? "none" : v, ctx_text(ctx));
+  auto counted = [](const std::map<std::string, uint64_t>& m) {
+    std::string v;
+    for (const auto& [what, n] : m) v += fmt::format("{}{} x{}", v.empty() ? "" : ", ", what, n);
+    return v.empty() ? std::string("none") : v;
+  };
+  std::string line =
+      fmt::format("tmaguard: SUMMARY: {} launches seen, {} checked, {} tensor maps decoded; violations: {}",
+                  s.launches_seen, s.launches_checked, s.tensor_maps_decoded, counted(s.violations_by_rule));
+  if (!s.not_checkable.empty()) line += "; not checkable: " + counted(s.not_checkable);
+  if (s.log_records_lost)
+    line += fmt::format("; {} records could not be written to TMAGUARD_LOG (they went to stderr)", s.log_records_lost);
+  return line + fmt::format(" ({})", ctx_text(ctx));
 }
 
 std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx,

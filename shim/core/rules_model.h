@@ -68,13 +68,15 @@ struct MapRef {
 
 //! A compiled kernel_glob / kernel_regex (rules_match.cpp).
 struct KernelPattern;
-//! Compiles a kernel_regex; nullptr with `error` set when it is not a valid expression.
+//! Compiles a kernel_regex (PCRE2 syntax); nullptr with `error` set when it is not a valid expression.
 std::shared_ptr<const KernelPattern> compile_kernel_regex(std::string_view regex, std::string* error);
+//! Compiles a kernel_glob (fnmatch syntax, matched whole).
+std::shared_ptr<const KernelPattern> compile_kernel_glob(std::string_view glob);
 
 struct Rule {
   std::string id;
   std::string substring, glob, regex;            // exactly one is set (the kernel matcher)
-  std::shared_ptr<const KernelPattern> pattern;  // compiled regex (kernel_regex only)
+  std::shared_ptr<const KernelPattern> pattern;  // compiled kernel_glob / kernel_regex
   std::optional<int64_t> map_count;
   std::vector<int64_t> expect_map_count;
   Severity severity = Severity::kError;

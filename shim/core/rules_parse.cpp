@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <set>
+#include <unordered_map>
 
 #include "rules_model.h"
 
@@ -205,7 +206,10 @@ class Parser {
                where);
     int matchers = 0;
     if (const auto s = str(t, "kernel", where, false)) r.substring = *s, ++matchers;
-    if (const auto g = str(t, "kernel_glob", where, false)) r.glob = *g, ++matchers;
+    if (const auto g = str(t, "kernel_glob", where, false)) {
+      r.glob = *g, ++matchers;
+      r.pattern = compile_kernel_glob(*g);
+    }
     if (const auto re = str(t, "kernel_regex", where, false)) {
       ++matchers;
       r.regex = *re;
@@ -311,14 +315,17 @@ RulesResult parse_rules(std::string_view text, std::string_view source) {
 
 std::shared_ptr<const RuleSet> merge_rules(const std::vector<std::shared_ptr<const RuleSet>>& sets) {
   auto out = std::make_shared<RuleSet>();
+  std::unordered_map<std::string, std::size_t> where;  // id -> index in out->rules: linear in the number of rules
   for (const auto& s : sets) {
     if (!s) continue;
     for (const Rule& r : s->rules) {
-      auto it = std::find_if(out->rules.begin(), out->rules.end(), [&](const Rule& x) { return x.id == r.id; });
-      if (it != out->rules.end())
-        *it = r;
-      else
+      const auto it = where.find(r.id);
+      if (it != where.end()) {
+        out->rules[it->second] = r;
+      } else {
+        where.emplace(r.id, out->rules.size());
         out->rules.push_back(r);
+      }
     }
   }
   return out;

@@ -200,12 +200,34 @@ EncodeArgs encode_args(MapKind kind, uint32_t dtype, uint32_t rank, uint64_t add
   return a;
 }
 
-uint64_t footprint_bytes(const EncodeArgs& a) {
+std::optional<uint64_t> footprint_bytes(const EncodeArgs& a) {
   const uint64_t es = static_cast<uint64_t>(element_size(static_cast<DataType>(a.dtype)));
   uint64_t end = es;
-  for (uint32_t i = 0; i < a.rank && i < kMaxRank; ++i)
-    if (a.dims[i]) end += (a.dims[i] - 1) * (i == 0 ? es : a.strides[i - 1]);
+  for (uint32_t i = 0; i < a.rank && i < kMaxRank; ++i) {
+    if (!a.dims[i]) continue;
+    uint64_t span = 0;
+    if (__builtin_mul_overflow(a.dims[i] - 1, i == 0 ? es : a.strides[i - 1], &span) ||
+        __builtin_add_overflow(end, span, &end))
+      return std::nullopt;
+  }
   return end;
+}
+
+std::optional<ByteRange> map_range(const EncodeArgs& a) {
+  // Triton's ragged descriptors (triton.tools.ragged_tma) give a dimension of 2^30 rows the byte stride of another
+  // and move the base address below the tensor (or wrap it, mod 2^64): their accesses stay inside the tensor
+  // through the coordinates the kernel uses, not through the map's nominal range.
+  constexpr uint64_t kVirtualRows = 1ULL << 30;
+  const uint32_t r = a.rank < kMaxRank ? a.rank : kMaxRank;
+  for (uint32_t i = 1; i < r; ++i)
+    for (uint32_t j = i + 1; j < r; ++j)
+      if (a.strides[i - 1] != 0 && a.strides[i - 1] == a.strides[j - 1] &&
+          (a.dims[i] >= kVirtualRows || a.dims[j] >= kVirtualRows))
+        return std::nullopt;
+  const std::optional<uint64_t> fp = footprint_bytes(a);
+  uint64_t end = 0;
+  if (!fp || __builtin_add_overflow(a.address, *fp, &end)) return std::nullopt;
+  return ByteRange{a.address, end};
 }
 
 std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a) {
@@ -232,6 +254,8 @@ std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a) {
     }
     order[n++] = i;
   }
+  // A map built on address wraparound (Triton's ragged descriptors) overlaps its own rows by design.
+  if (!map_range(a)) n = 0;
   for (uint32_t k = 1; k < n; ++k)  // insertion sort by stride (at most 4 entries)
     for (uint32_t j = k; j > 0 && a.strides[order[j]] < a.strides[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
   uint64_t span = a.dims[0] * es;  // bytes spanned by dim 0 and every dimension already placed

@@ -78,5 +78,6 @@ struct Scenario {
   int (*run)();
 };
 const std::vector<Scenario>& core_scenarios();
+const std::vector<Scenario>& hardening_scenarios();
 
 }  // namespace client

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     else die("unknown option");
   }
   const Scenario* sc = nullptr;
-  for (const auto* table : {&core_scenarios()})
+  for (const auto* table : {&core_scenarios(), &hardening_scenarios()})
     for (const Scenario& s : *table)
       if (argv[3] == std::string(s.name)) sc = &s;
   if (!sc) die("unknown scenario");

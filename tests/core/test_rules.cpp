@@ -1,6 +1,8 @@
 // The rule language: validation messages (file:line: what), kernel matching, every check kind, overrides.
 #include <gtest/gtest.h>
 
+#include <fnmatch.h>
+
 #include "tmaguard/rules.h"
 
 using namespace tmaguard;
@@ -221,4 +223,65 @@ severity = "warning"
   EXPECT_TRUE(out.empty()) << "5 maps are allowed by the user's replacement";
   evaluate_rules(*preset, rules_for_kernel(*preset, k), k, {m, m, m, m, m}, out);
   EXPECT_EQ(out.size(), 1u);
+}
+
+// Globs are translated to anchored PCRE2 patterns: they must mean exactly what fnmatch(3) (no flags) says.
+TEST(RulesMatch, GlobsMeanWhatFnmatchSays) {
+  const std::vector<std::string> globs = {"*gemm*",     "gemm_?_tile",  "kernel_[0-9]*", "kernel_[!0-9]*", "a\\*b",
+                                          "[]x]*",      "*[a-c]z",      "x[",            "*.*",            "cutlass::*<*>",
+                                          "[^a]*", "*a*a*a*b"};
+  const std::vector<std::string> names = {"my_gemm_kernel", "gemm_1_tile",   "gemm_12_tile", "kernel_7x", "kernel_x7",
+                                          "a*b",            "axb",           "]abc",         "xabc",      "bz",
+                                          "x[",             "a.b",           "cutlass::f<int>", "aaab",  "aaaa"};
+  for (const std::string& g : globs) {
+    const RulesResult r = parse_rules("[[rule]]\nid = \"g\"\nkernel_glob = '" + g + "'\nexpect_map_count = [1]\n", "g");
+    ASSERT_TRUE(r.errors.empty()) << g;
+    for (const std::string& n : names) {
+      const bool want = fnmatch(g.c_str(), n.c_str(), 0) == 0;
+      EXPECT_EQ(!rules_for_kernel(*r.rules, n).empty(), want) << "glob '" << g << "' on '" << n << "'";
+    }
+  }
+}
+
+// A pattern whose backtracking PCRE2's match limit does not count ("......+$..." on a long name took 7.5 s) ends at
+// the callout budget, counts as no match, and says so; ordinary patterns match as before.
+TEST(RulesMatch, PathologicalPatternsStopAtTheirBudgetAndSaySo) {
+  const RulesResult r = parse_rules(R"([[rule]]
+id = "slow"
+kernel_regex = '......+$........$..............8$555555555555555555555555'
+expect_map_count = [1]
+[[rule]]
+id = "nested"
+kernel_regex = "(a+)+$"
+expect_map_count = [1]
+[[rule]]
+id = "plain"
+kernel_regex = "^_ZN5"
+expect_map_count = [1]
+)", "r.toml");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  std::string name = "_ZN";
+  while (name.size() < 29135) name += std::string(64, '5');
+  std::vector<std::string> notes;
+  EXPECT_EQ(rules_for_kernel(*r.rules, name, &notes), std::vector<int>({2}));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0], "rule 'slow': its kernel pattern reached the match limit on a kernel name of 29187 characters "
+                      "and counts as not matching it");
+  notes.clear();
+  EXPECT_EQ(rules_for_kernel(*r.rules, std::string(40, 'a') + "!", &notes), std::vector<int>());
+  EXPECT_EQ(notes.size(), 1u) << "(a+)+$ on 40 a's and a '!' is the textbook catastrophic case";
+}
+
+// Merging keeps the last definition of an id, in the order of first appearance (the preset's rules stay first).
+TEST(RulesParse, MergeReplacesByIdInPlace) {
+  const auto a = parse_rules("[[rule]]\nid = \"x\"\nkernel = \"k1\"\nexpect_map_count = [1]\n[[rule]]\nid = \"y\"\n"
+                             "kernel = \"k2\"\nexpect_map_count = [1]\n",
+                             "a")
+                     .rules;
+  const auto b = parse_rules("[[rule]]\nid = \"x\"\nkernel = \"k3\"\nexpect_map_count = [1]\n", "b").rules;
+  const auto m = merge_rules({a, b});
+  EXPECT_EQ(rule_count(*m), 2u);
+  EXPECT_TRUE(rules_for_kernel(*m, "k1").empty());
+  EXPECT_EQ(rules_for_kernel(*m, "k3"), std::vector<int>({0}));
+  EXPECT_EQ(rules_for_kernel(*m, "k2"), std::vector<int>({1}));
 }

@@ -3,6 +3,8 @@
 // layout as tmaguard's core, both pinned to real-driver output captured on an H200 (tests/data). Kernels are
 // declared by test clients (fakecuda_define_kernel) and "run" by counting launches.
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -44,14 +46,35 @@ namespace {
 
 namespace {
 
-constexpr uint32_t kFuncMagic = 0x46554e43, kKernelMagic = 0x4b45524e;
+constexpr uint32_t kFuncMagic = 0x46554e43, kKernelMagic = 0x4b45524e, kModuleMagic = 0x4d4f4455;
+struct FakeModule;
 struct FakeKernel {
   uint32_t magic;
   std::string name;
   std::vector<std::size_t> offsets, sizes;
   std::atomic<unsigned long> launches{0};
-  FakeKernel* twin = nullptr;  // the CUfunction of a CUkernel
+  FakeKernel* twin = nullptr;     // the CUfunction of a CUkernel
+  FakeModule* owner = nullptr;    // the module (or library) it was loaded with
 };
+// A module or library (a library is its own context module here). Unloading one frees its kernels, and the next
+// kernels defined reuse their addresses, as a real driver's allocator may: handles are reused after an unload.
+struct FakeModule {
+  uint32_t magic = kModuleMagic;
+  bool library = false;
+  std::vector<FakeKernel*> kernels;
+};
+FakeModule g_default_module;                // kernels defined before any fakecuda_new_module(); never unloaded
+FakeModule* g_current = &g_default_module;  // where fakecuda_define_kernel puts kernels
+std::vector<FakeKernel*>* g_free = nullptr;  // freed kernel objects, reused last-freed first
+
+FakeKernel* new_kernel() {
+  if (g_free && !g_free->empty()) {
+    FakeKernel* k = g_free->back();
+    g_free->pop_back();
+    return k;
+  }
+  return new FakeKernel;
+}
 
 std::atomic<bool> g_init{false};
 std::mutex g_mu;
@@ -102,7 +125,17 @@ const ProcEntry kProcs[] = {
     {"cuKernelGetParamInfo", 12040, P(cuKernelGetParamInfo), nullptr},
 #endif
     {"cuKernelGetFunction", 12000, P(cuKernelGetFunction), nullptr},
+#ifndef FAKE_NO_POINTER_ATTRIBUTE
     {"cuPointerGetAttribute", 4000, P(cuPointerGetAttribute), nullptr},
+#endif
+    {"cuModuleUnload", 2000, P(cuModuleUnload), nullptr},
+    {"cuLibraryUnload", 12000, P(cuLibraryUnload), nullptr},
+    {"cuFuncGetModule", 11000, P(cuFuncGetModule), nullptr},
+    {"cuKernelGetLibrary", 12050, P(cuKernelGetLibrary), nullptr},
+    {"cuLibraryGetModule", 12000, P(cuLibraryGetModule), nullptr},
+    {"cuCtxGetCurrent", 4000, P(cuCtxGetCurrent), nullptr},
+    {"cuCtxGetDevice", 2000, P(cuCtxGetDevice), nullptr},
+    {"cuDeviceGetAttribute", 2000, P(cuDeviceGetAttribute), nullptr},
     {"cuGraphAddKernelNode", 10000, P(cuGraphAddKernelNode), nullptr, 12000, P(cuGraphAddKernelNode_v2)},
     {"cuGraphKernelNodeSetParams", 10000, P(cuGraphKernelNodeSetParams), nullptr, 12000,
      P(cuGraphKernelNodeSetParams_v2)},
@@ -158,12 +191,27 @@ CUresult param_info(FakeKernel* k, std::size_t i, std::size_t* off, std::size_t*
 
 }  // namespace
 
+extern "C" __attribute__((visibility("default"))) void* fakecuda_new_module(int as_library) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto* m = new FakeModule;
+  m->library = as_library != 0;
+  g_current = m;
+  return m;
+}
+
 extern "C" __attribute__((visibility("default"))) void* fakecuda_define_kernel(const char* name, int n,
                                                                                const std::size_t* sizes,
                                                                                int as_kernel) {
-  auto* f = new FakeKernel;
+  std::lock_guard<std::mutex> lock(g_mu);
+  FakeKernel* f = new_kernel();
   f->magic = kFuncMagic;
   f->name = name;
+  f->offsets.clear();
+  f->sizes.clear();
+  f->launches = 0;
+  f->twin = nullptr;
+  f->owner = g_current;
+  g_current->kernels.push_back(f);
   // Layout as an H200 (driver 580) reported it for the FA4-shaped kernel: offsets are relative to a parameter
   // block that starts 0x210 bytes into the constant bank, and 128-byte CUtensorMaps sit 128-aligned in the bank,
   // so they come back at 112, 240, 368, 624, ... (never 64-aligned); other parameters at natural alignment.
@@ -182,12 +230,15 @@ extern "C" __attribute__((visibility("default"))) void* fakecuda_define_kernel(c
     off += s;
   }
   if (!as_kernel) return f;
-  auto* k = new FakeKernel;
+  FakeKernel* k = new_kernel();
   k->magic = kKernelMagic;
   k->name = f->name;
   k->offsets = f->offsets;
   k->sizes = f->sizes;
+  k->launches = 0;
   k->twin = f;
+  k->owner = g_current;
+  g_current->kernels.push_back(k);
   return k;
 }
 
@@ -325,6 +376,76 @@ CUresult fake_cuKernelGetParamInfo(CUkernel h, std::size_t i, std::size_t* off, 
   if (!k || k->magic != kKernelMagic) return CUDA_ERROR_INVALID_HANDLE;
   return param_info(k, i, off, size);
 }
+namespace {
+CUresult unload(void* h, bool library) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  auto* m = static_cast<FakeModule*>(h);
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!m || m == &g_default_module || m->magic != kModuleMagic || m->library != library)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!g_free) g_free = new std::vector<FakeKernel*>;
+  // Freed in reverse, so that defining the same kernels again hands out the same addresses in the same order.
+  for (auto it = m->kernels.rbegin(); it != m->kernels.rend(); ++it) {
+    (*it)->magic = 0;
+    g_free->push_back(*it);
+  }
+  m->kernels.clear();
+  m->magic = 0;
+  if (g_current == m) g_current = &g_default_module;
+  return CUDA_SUCCESS;
+}
+FakeModule* module_of(FakeKernel* k) { return k->owner ? k->owner : &g_default_module; }
+}  // namespace
+
+CUresult fake_cuModuleUnload(CUmodule m) { return unload(m, false); }
+CUresult fake_cuLibraryUnload(CUlibrary l) { return unload(l, true); }
+CUresult fake_cuFuncGetModule(CUmodule* out, CUfunction f) {
+  FakeKernel* k = as_any(f);
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  if (!k || k->magic != kFuncMagic) return CUDA_ERROR_INVALID_HANDLE;
+  *out = reinterpret_cast<CUmodule>(module_of(k));
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuKernelGetLibrary(CUlibrary* out, CUkernel h) {
+  FakeKernel* k = as_any(h);
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  if (!k || k->magic != kKernelMagic) return CUDA_ERROR_INVALID_HANDLE;
+  *out = reinterpret_cast<CUlibrary>(module_of(k));
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuLibraryGetModule(CUmodule* out, CUlibrary l) {
+  auto* m = reinterpret_cast<FakeModule*>(l);
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  if (!m || m->magic != kModuleMagic || !m->library) return CUDA_ERROR_INVALID_HANDLE;
+  *out = reinterpret_cast<CUmodule>(m);  // a library is its own context module in the stand-in
+  return CUDA_SUCCESS;
+}
+
+// One context on one device, whose compute capability is FAKECUDA_CC ("MAJOR.MINOR", default 9.0 as the H200).
+CUresult fake_cuCtxGetCurrent(CUcontext* ctx) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+  *ctx = reinterpret_cast<CUcontext>(0x5000);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuCtxGetDevice(CUdevice* dev) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!dev) return CUDA_ERROR_INVALID_VALUE;
+  *dev = 0;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuDeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice dev) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  int major = 9, minor = 0;
+  if (const char* cc = std::getenv("FAKECUDA_CC")) std::sscanf(cc, "%d.%d", &major, &minor);
+  if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *value = major;
+  else if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *value = minor;
+  else return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuKernelGetFunction(CUfunction* out, CUkernel h) {
   FakeKernel* k = as_any(h);
   if (!out) return CUDA_ERROR_INVALID_VALUE;

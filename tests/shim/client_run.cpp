@@ -24,7 +24,7 @@ std::string log_path() {
 }  // namespace
 
 ClientRun run_client(std::vector<std::string> args, std::map<std::string, std::string> env, bool linked,
-                     bool json_log) {
+                     bool json_log, const ProcessOptions& opt) {
   const std::string log = log_path();
   std::map<std::string, std::string> e = {{"LD_PRELOAD", TG_LIB}, {"LD_LIBRARY_PATH", TG_FAKE_DIR},
                                           {"TMAGUARD_LOG", log},  {"TMAGUARD_LOG_FORMAT", json_log ? "json" : "text"},
@@ -33,14 +33,17 @@ ClientRun run_client(std::vector<std::string> args, std::map<std::string, std::s
   for (const auto& [k, v] : env) e[k] = v;
   args.insert(args.begin(), linked ? TG_CLIENT_LINKED : TG_CLIENT);
   ClientRun r;
-  r.p = run_process(args, e);
+  r.p = run_process(args, e, opt);
   std::ifstream in(log);
   std::stringstream ss;
   ss << in.rdbuf();
   r.log_text = ss.str();
   std::istringstream lines(r.log_text);
   for (std::string line; std::getline(lines, line);)
-    if (json_log && !line.empty()) r.records.push_back(json::parse(line));
+    if (json_log && !line.empty()) {
+      json j = json::parse(line, nullptr, false);
+      r.records.push_back(j.is_discarded() ? json{{"event", "unparsable"}, {"line", line}} : j);
+    }
   std::remove(log.c_str());
   const auto pos = r.p.out.find("RESULT ");
   if (pos != std::string::npos)
@@ -49,7 +52,8 @@ ClientRun run_client(std::vector<std::string> args, std::map<std::string, std::s
 }
 
 std::string describe(const ClientRun& r) {
-  return "exit=" + std::to_string(r.p.code) + " signal=" + std::to_string(r.p.signal) + "\nstdout:\n" + r.p.out +
+  return "exit=" + std::to_string(r.p.code) + " signal=" + std::to_string(r.p.signal) +
+         (r.p.timed_out ? " TIMED OUT (killed)" : "") + "\nstdout:\n" + r.p.out +
          "\nstderr:\n" + r.p.err + "\nlog:\n" + r.log_text;
 }
 

@@ -1,8 +1,10 @@
-// Child-process runner for the integration tests (fork + execve, output through temporary files).
+// Child-process runner for the process tests (fork + execve, output through temporary files, a timeout).
 #include "process.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -20,7 +22,8 @@ std::string slurp(const std::string& path) {
 }
 }  // namespace
 
-ProcessResult run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+ProcessResult run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                          const ProcessOptions& opt) {
   std::map<std::string, std::string> e;
   for (char** p = environ; *p; ++p) {
     const std::string kv = *p;
@@ -28,19 +31,20 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::map<s
     if (eq != std::string::npos) e[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   for (const auto& [k, v] : env) {
-    if (v.empty())
-      e.erase(k);
-    else
-      e[k] = v;
+    if (v.empty()) e.erase(k);
+    else e[k] = v;
   }
   std::vector<std::string> envs;
   for (const auto& [k, v] : e) envs.push_back(k + "=" + v);
   char out_tmpl[] = "/tmp/tg_out_XXXXXX", err_tmpl[] = "/tmp/tg_err_XXXXXX";
   const int out_fd = mkstemp(out_tmpl), err_fd = mkstemp(err_tmpl);
+  int gone[2] = {-1, -1};
+  if (opt.stderr_reader_gone && pipe(gone) == 0) close(gone[0]);  // nobody will ever read it
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(out_fd, 1);
-    dup2(err_fd, 2);
+    dup2(opt.stderr_reader_gone ? gone[1] : err_fd, 2);
+    signal(SIGPIPE, SIG_DFL);  // as a job started from a shell has it
     std::vector<char*> a, en;
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);
@@ -49,9 +53,20 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::map<s
     execve(a[0], a.data(), en.data());
     _exit(127);
   }
-  int status = 0;
-  waitpid(pid, &status, 0);
+  if (gone[1] >= 0) close(gone[1]);
   ProcessResult r;
+  int status = 0;
+  const timespec tick{0, 10 * 1000 * 1000};
+  for (long waited_ms = 0;; waited_ms += 10) {
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    if (waited_ms >= opt.timeout_s * 1000L) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      r.timed_out = true;
+      break;
+    }
+    nanosleep(&tick, nullptr);
+  }
   r.exited = WIFEXITED(status);
   r.code = r.exited ? WEXITSTATUS(status) : -1;
   r.signaled = WIFSIGNALED(status);

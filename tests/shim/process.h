@@ -9,8 +9,15 @@ struct ProcessResult {
   int code = -1;
   bool signaled = false;
   int signal = 0;
+  bool timed_out = false;  // killed (SIGKILL) after the timeout
   std::string out, err;
 };
 
+struct ProcessOptions {
+  int timeout_s = 60;              // a child still running then is killed: hangs fail the test instead of ctest
+  bool stderr_reader_gone = false;  // stderr is a pipe whose read end is closed before the child starts
+};
+
 //! Runs argv with the parent's environment plus `env` (an empty value unsets the variable).
-ProcessResult run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+ProcessResult run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                          const ProcessOptions& opt = {});

@@ -45,12 +45,17 @@ TEST(Hygiene, UnwritableLogPathSaysSoOnce) {
   EXPECT_EQ(std::count(r.p.err.begin(), r.p.err.end(), '\n'), 1);
 }
 
-TEST(Hygiene, MissingDriverSaysSoOnce) {
-  const ClientRun r = run_client({"dlsym", "launch", "fa4_ok"}, {{"TMAGUARD_LIBCUDA", "/nonexistent/libcuda.so.1"}});
-  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
-  EXPECT_EQ(r.ran, 3);
-  EXPECT_NE(r.p.err.find("tmaguard: cannot work: cannot load the CUDA driver '/nonexistent/libcuda.so.1'"),
-            std::string::npos)
+// A TMAGUARD_LIBCUDA naming no file, in a job that already runs on a driver: said once, and the job's driver is
+// guarded (a launch with a transposed dK is still rejected).
+TEST(Hygiene, MissingDriverPathSaysSoOnceAndTheJobsDriverIsGuarded) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_dk_bad"},
+                                 {{"TMAGUARD_LIBCUDA", "/nonexistent/libcuda.so.1"}, {"TMAGUARD_MODE", "reject"}});
+  ASSERT_TRUE(r.p.exited) << describe(r);
+  EXPECT_EQ(r.ran, 0) << describe(r);
+  EXPECT_EQ(r.p.err.rfind("tmaguard: warning: TMAGUARD_LIBCUDA='/nonexistent/libcuda.so.1' names no file (No such file "
+                          "or directory); the job uses '",
+                          0),
+            0u)
       << r.p.err;
   EXPECT_EQ(std::count(r.p.err.begin(), r.p.err.end(), '\n'), 1) << r.p.err;
 }
