@@ -54,7 +54,8 @@ bool counters_init() {
   if (pthread_key_create(&g_key, thread_exit) != 0) return false;
   auto* fresh = new std::vector<ThreadHot*>;
   std::vector<ThreadHot*>* expected = nullptr;
-  if (!__atomic_compare_exchange_n(&g_threads, &expected, fresh, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) delete fresh;
+  if (!__atomic_compare_exchange_n(&g_threads, &expected, fresh, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+    delete fresh;
   return true;
 }
 

@@ -81,9 +81,8 @@ void* libcuda_handle(bool load) {
     if (job && mine != job) {
       if (mine) dlclose(mine);
       h = job;
-      const std::string what = access(named, F_OK) == 0
-                                   ? "names a second copy of the CUDA driver"
-                                   : std::string("names no file (") + std::strerror(errno) + ")";
+      const std::string what = access(named, F_OK) == 0 ? "names a second copy of the CUDA driver"
+                                                        : std::string("names no file (") + std::strerror(errno) + ")";
       say_second_copy(std::string("TMAGUARD_LIBCUDA='") + named + "' " + what + "; the job uses '" + object_path(job) +
                       "' (loaded as libcuda.so.1), and tmaguard guards that one");
     } else {
@@ -166,8 +165,10 @@ void note_if_foreign_driver(void* p) {
     base = ours.dli_fbase;
     our_base.store(base, std::memory_order_release);
   }
-  Dl_info info{};
+  Dl_info info{}, self{};
   if (!dladdr(p, &info) || info.dli_fbase == base || !info.dli_fname) return;
+  // tmaguard itself exports driver names (dlsym(RTLD_DEFAULT, "cuLaunchKernel") finds its wrapper): not a driver.
+  if (dladdr(reinterpret_cast<void*>(&note_if_foreign_driver), &self) && self.dli_fbase == info.dli_fbase) return;
   void* other = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
   if (!other) return;
   const bool is_driver = real_dlsym()(other, "cuGetProcAddress_v2") != nullptr;

@@ -13,9 +13,9 @@
 
 extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, const char* symbol) {
   const tmaguard::DlsymFn real = tmaguard::real_dlsym();
-  if (__builtin_expect(
-          handle == tmaguard::kRtldNext || !(symbol && symbol[0] == 'c' && symbol[1] == 'u' && symbol[2] >= 'A' && symbol[2] <= 'Z'),
-          1))
+  if (__builtin_expect(handle == tmaguard::kRtldNext ||
+                           !(symbol && symbol[0] == 'c' && symbol[1] == 'u' && symbol[2] >= 'A' && symbol[2] <= 'Z'),
+                       1))
     return real(handle, symbol);  // tail call
   void* p = real(handle, symbol);
   tmaguard::HookScope scope;  // route() may load nothing but must not recurse into us

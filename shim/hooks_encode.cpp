@@ -70,8 +70,8 @@ Allocation allocation_of(uint64_t addr, Range* out) {
 // Each (entry point, kind of warning) is reported once per process: a job that encodes thousands of host-pointer
 // maps gets one line, and the check of a repeat costs one atomic load (no formatting).
 constexpr int kNotAllocated = 6, kBeyondAllocation = 7;
-constexpr int kWarningKinds = 8;   // EncodeWarning values and the two above, all < 8
-constexpr int kEncodeApis = 4;     // EncodeApi values
+constexpr int kWarningKinds = 8;  // EncodeWarning values and the two above, all < 8
+constexpr int kEncodeApis = 4;    // EncodeApi values
 std::atomic<bool> g_warned[kEncodeApis][kWarningKinds];
 
 template <typename Message>

@@ -24,10 +24,10 @@ inline long initing_pid(uint64_t state) { return static_cast<long>(state >> 8); 
 //! Process-wide, read-mostly. Entry ids 0..5 are the launch entries (entry_points.def lists them first), so
 //! their real pointers share the first line with `state` and `mode`.
 struct alignas(64) HotGlobals {
-  std::atomic<uint64_t> state;       // InitState (with the initialiser's pid while initialising)
-  std::atomic<int> mode;             // Mode, valid once armed
+  std::atomic<uint64_t> state;         // InitState (with the initialiser's pid while initialising)
+  std::atomic<int> mode;               // Mode, valid once armed
   std::atomic<uint32_t> unload_epoch;  // bumped by every module/library unload: per-thread caches must be dropped
-  std::atomic<void*> real[48];       // the real driver's functions by EntryId (driver.h: kNotLookedUp, kMissing)
+  std::atomic<void*> real[48];         // the real driver's functions by EntryId (driver.h: kNotLookedUp, kMissing)
 };
 extern HotGlobals g_hot;
 

@@ -138,7 +138,7 @@ const KernelInfo* kernel_info(CUfunction f) {
     if (k == key) {
       const KernelInfo* info = table[i].info.load(std::memory_order_acquire);
       if (live(info)) return info;
-      if (info == nullptr) break;  // another thread is filling it in: use the overflow map below (rare)
+      if (info == nullptr) break;          // another thread is filling it in: use the overflow map below (rare)
       const KernelInfo* built = build(f);  // forgotten after an unload: the handle now names another kernel
       const KernelInfo* expected = kDead;
       if (table[i].info.compare_exchange_strong(expected, built, std::memory_order_acq_rel)) return built;
@@ -185,7 +185,8 @@ void forget_kernels_of(const void* owner, const void* module) {
   {
     std::lock_guard<std::mutex> lock(g_overflow_mu);
     if (g_overflow)
-      for (auto it = g_overflow->begin(); it != g_overflow->end();) it = doomed(it->second) ? g_overflow->erase(it) : ++it;
+      for (auto it = g_overflow->begin(); it != g_overflow->end();)
+        it = doomed(it->second) ? g_overflow->erase(it) : ++it;
   }
   g_hot.unload_epoch.fetch_add(1, std::memory_order_acq_rel);
 }

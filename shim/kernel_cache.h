@@ -15,10 +15,10 @@ namespace tmaguard {
 
 struct KernelInfo {
   std::string name;
-  std::vector<int> rules;     // indices of the rules whose kernel matcher accepts this kernel
-  ParamLayout layout;         // every parameter's offset and size
-  std::vector<MapSlot> maps;  // tensor-map candidates, in parameter order
-  const void* owner = nullptr;  // its CUmodule (CUfunction) or CUlibrary (CUkernel); nullptr when unknown
+  std::vector<int> rules;         // indices of the rules whose kernel matcher accepts this kernel
+  ParamLayout layout;             // every parameter's offset and size
+  std::vector<MapSlot> maps;      // tensor-map candidates, in parameter order
+  const void* owner = nullptr;    // its CUmodule (CUfunction) or CUlibrary (CUkernel); nullptr when unknown
   bool params_truncated = false;  // more parameters than tmaguard reads (kMaxParams): the rest were not checked
 };
 

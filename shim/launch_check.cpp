@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "counters.h"
+#include "device_arch.h"
 #include "kernel_cache.h"
 #include "provenance.h"
 #include "reporter.h"
@@ -92,12 +93,16 @@ std::vector<TensorMapParam> decode_all(const Collected& c) {
   return maps;
 }
 
-Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, std::vector<Finding>& findings) {
+Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, Judgement& j) {
+  for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
+  std::vector<Finding>& findings = j.findings;
   for (Finding& fd : findings)
     for (std::size_t i = 0; i < maps.size(); ++i)
       if (maps[i].param_index == fd.param_index && maps[i].offset == fd.param_offset)
         fd.provenance = provenance_for(c.hashes[i]);
-  if (!has_errors(findings)) {
+  // Launches a rule could not check are not remembered as clean: each one is counted in the summary. (They are
+  // FA4 backward kernels of milliseconds; judging their maps again costs microseconds.)
+  if (!has_errors(findings) && j.not_checkable.empty()) {
     clean_cache_insert(c.key);
     c.front->clean_key = c.key;
   }
@@ -122,8 +127,8 @@ Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel
   const std::vector<TensorMapParam> maps = decode_all(c);
   bump(t.maps_decoded, maps.size());
   if (inspecting) inspect(c.kernel, geom, maps, c.hashes);
-  std::vector<Finding> findings = judge_launch(rules(), c.kernel->rules, c.kernel->name, maps);
-  return report(c, maps, findings);
+  Judgement j = judge_launch(rules(), c.kernel->rules, c.kernel->name, maps, current_arch());
+  return report(c, maps, j);
 }
 
 }  // namespace

@@ -65,8 +65,8 @@ bool write_whole(int fd, const char* p, std::size_t n) {
 
 // Opens the log the way a log of someone else's job must be opened; -1 with `error` set when it cannot be.
 int open_log(const std::string& path, std::string* error) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK,
-                        0644);
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0644);
   if (fd < 0) {
     const int e = errno;
     *error = e == ELOOP ? "it is a symbolic link (tmaguard never follows one for its log)" : std::strerror(e);
@@ -121,7 +121,7 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
 struct Reporter {
   Config cfg;
   std::shared_ptr<RecordSink> sink;
-  std::shared_ptr<spdlog::logger> logger;  // over a sink we own; never registered with spdlog
+  std::shared_ptr<spdlog::logger> logger;          // over a sink we own; never registered with spdlog
   std::unordered_map<std::string, uint64_t> seen;  // dedupe key -> occurrences
   std::map<std::string, uint64_t> by_rule;
   std::map<std::string, uint64_t> not_checkable;  // reason -> launches
@@ -249,14 +249,12 @@ Verdict report_findings(std::vector<Finding>& findings) {
     for (Finding& f : findings) {
       const bool error = f.severity == Severity::kError;
       // A rule's action override applies to its errors, except in inspect mode, which never blocks.
-      const std::string action = !error                                          ? "none"
-                                 : (f.action.empty() || m == Mode::kInspect) ? to_string(m)
-                                                                                  : f.action;
+      const std::string action = !error ? "none" : (f.action.empty() || m == Mode::kInspect) ? to_string(m) : f.action;
       abort_now |= action == "abort";
       reject |= action == "reject";
       if (error) ++rep->by_rule[f.rule];
-      const std::string key = f.rule + '\x1f' + f.kernel + '\x1f' + std::to_string(f.param_index) + '\x1f' +
-                              std::to_string(f.param_offset);
+      const std::string key =
+          f.rule + '\x1f' + f.kernel + '\x1f' + std::to_string(f.param_index) + '\x1f' + std::to_string(f.param_offset);
       if (rep->seen[key]++ > 0) continue;
       emit_locked(*rep, render_finding(f, context(*rep), action, rep->cfg.format));
     }

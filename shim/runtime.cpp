@@ -150,8 +150,9 @@ bool armed_slow() {
     if (now > deadline) {
       static std::atomic<bool> said{false};
       if (!said.exchange(true))
-        write_stderr("tmaguard: warning: initialisation on another thread has not finished after 60 s; launches pass "
-                     "unchecked until it does");
+        write_stderr(
+            "tmaguard: warning: initialisation on another thread has not finished after 60 s; launches pass "
+            "unchecked until it does");
       return false;
     }
     const timespec pause{0, 50 * 1000};

@@ -10,7 +10,22 @@
 
 namespace tmaguard {
 
+//! The GPU a launch runs on: compute capability of the current context's device (0.0: unknown).
+struct Arch {
+  int major = 0, minor = 0;
+  bool known() const { return major > 0; }
+  //! The architecture the driver limits tmaguard encodes were measured on (an H200, sm_90, driver 580).
+  bool measured() const { return major == 9; }
+};
+
 //! Generic sanity of one decoded descriptor: what the real driver would have refused to encode.
-void check_descriptor(std::string_view kernel, const TensorMapParam& map, std::vector<Finding>& out);
+//!
+//! Architecture policy: a finding is an error only where it is provably wrong for the GPU the launch runs on. A
+//! NULL global address is wrong everywhere. The driver's encode rules (alignments, limits, the tile-size word)
+//! were measured on an H200 (sm_90): they are errors on sm_90 and warnings on any other or unknown architecture
+//! (Blackwell descriptors may carry features the H200's driver does not know). Descriptors with Blackwell-only
+//! features (swizzle-atomicity bits, bits 19-21 of word 2), im2col-family maps (im2col-wide is indistinguishable
+//! from im2col in the bytes) and unknown element types never draw an error.
+void check_descriptor(std::string_view kernel, const TensorMapParam& map, const Arch& arch, std::vector<Finding>& out);
 
 }  // namespace tmaguard

@@ -30,6 +30,12 @@ struct Finding {
   std::string action;      // a rule's override of TMAGUARD_MODE ("abort", "reject", "log"); empty: the mode's
 };
 
+//! A launch a rule recognises but cannot check (e.g. FA4's dK/dV written with plain stores, not through a map).
+struct NotCheckable {
+  std::string reason;   // counted in the summary by this text
+  std::string message;  // said once per process
+};
+
 //! A finding about `map` (or about the kernel as a whole when map is null), with the map's location and decoded
 //! view filled in. Every check builds its findings with this.
 inline Finding make_finding(std::string rule, Severity severity, std::string_view kernel, std::string tensor,

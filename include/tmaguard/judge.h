@@ -4,15 +4,23 @@
 #include <string_view>
 #include <vector>
 
+#include "tmaguard/checks.h"
 #include "tmaguard/finding.h"
 #include "tmaguard/launch.h"
 #include "tmaguard/rules.h"
 
 namespace tmaguard {
 
-//! The kernel's own rules (`which`, from rules_for_kernel), then the generic descriptor check of every map.
-std::vector<Finding> judge_launch(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
-                                  const std::vector<TensorMapParam>& maps);
+//! What tmaguard says about one launch.
+struct Judgement {
+  std::vector<Finding> findings;
+  std::vector<NotCheckable> not_checkable;  // rules that recognise the launch but cannot check it
+};
+
+//! The kernel's own rules (`which`, from rules_for_kernel), then the generic descriptor check of every map, with
+//! the architecture policy of checks.h for the GPU the launch runs on.
+Judgement judge_launch(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
+                       const std::vector<TensorMapParam>& maps, const Arch& arch);
 
 //! True when any finding is error-severity (a launch with none is remembered as clean).
 bool has_errors(const std::vector<Finding>& findings);

@@ -1,22 +1,20 @@
 // tmaguard: user rules for any kernel's tensor maps, from TOML. Pure: text in, rule set or errors out; evaluation
 // is a function of (kernel name, decoded maps). The built-in FlashAttention-4 guard is a rule file too
-// (rules/fa4_sm100_bwd.toml, compiled in).
+// (rules/fa4_sm100_bwd.toml, compiled in). The README's "Rules for any kernel" documents the language; in short:
 //
-// A rule file is a list of [[rule]] tables:
-//   [[rule]]
-//   id = "gemm-epilogue-d-layout"          # stable kebab-case id (findings use it unless a check names its own)
-//   kernel = "sm90_gemm"                   # substring of the kernel name; or kernel_glob / kernel_regex; mangled or
-//   demangled map_count = 3                          # optional: the rule applies only to launches with this many
-//   tensor maps expect_map_count = [3, 4]              # optional: any other count is a finding of its own severity =
-//   "error"                     # error (default) or warning action = "reject"                      # optional override
-//   of TMAGUARD_MODE for this rule's errors hint = "allocate D like C"             # optional, printed with every
-//   finding [rule.maps]                            # names: order among tensor maps (negative counts from the end) or
-//   "param:N" C = 1 D = -1
-//   [[rule.check]]                         # one or more; kinds below
-//   kind = "same_innermost"  a = "D"  b = "C"       # D.dims[0] == C.dims[0] (K-major vs MN-major)
-// Check kinds: same_innermost, same_dims, same_strides (a, b); dtype, swizzle (map, allowed = [..]);
-// rank (map, equals); alignment (map, bytes); strides_increasing (map); no_overlap (a, b). Each check may carry
-// its own id, severity and hint.
+// A rule file is a list of [[rule]] tables. A rule names its kernels (kernel = substring, kernel_glob, or
+// kernel_regex in PCRE2 syntax; mangled or demangled names), optionally the launches it applies to (map_count), and
+// its maps under [rule.maps] (name = order among the launch's tensor maps, negative from the end, or "param:N" /
+// "param:N+OFFSET" for a parameter or a map inside one). Then, in the order they are evaluated:
+//   expect_map_count = [..]  any other number of maps is a finding of its own
+//   [[rule.when]]            conditions for the rule to apply (else it is silent)
+//   [[rule.require]]         the kernel's signature; if one fails: one warning (signature_id) saying which, no checks
+//   not_checkable = "..."    the launch is recognised but cannot be checked: counted, said once (not_checkable_message)
+//   [[rule.check]]           the judgments, each with an optional id, severity (error, warning) and hint
+// when/require/check entries share the check kinds of check_kinds.cpp (kind = "...", a and b, or map):
+// same_innermost, same_dims, same_strides, same_address, distinct_address, permutation_of, dims_extend,
+// same_dim (dim, dim_b), same_dtype (a, b; b may list several maps); dtype, swizzle (map, allowed = [..]);
+// rank (map, equals); alignment (map, bytes); strides_increasing (map); no_overlap (a, b).
 #pragma once
 
 #include <cstdint>
@@ -56,7 +54,8 @@ std::vector<int> rules_for_kernel(const RuleSet& rules, std::string_view kernel_
                                   std::vector<std::string>* notes = nullptr);
 //! Runs the given rules on one launch's tensor-map parameters.
 void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
-                    const std::vector<TensorMapParam>& maps, std::vector<Finding>& out);
+                    const std::vector<TensorMapParam>& maps, std::vector<Finding>& out,
+                    std::vector<NotCheckable>* not_checkable = nullptr);
 std::size_t rule_count(const RuleSet& rules);
 
 }  // namespace tmaguard

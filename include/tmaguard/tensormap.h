@@ -6,8 +6,8 @@
 #pragma once
 
 #include <array>
-#include <optional>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,7 +120,8 @@ struct TensorMapView {
   std::array<int32_t, 3> lower_corner{}, upper_corner{};
   uint32_t channels_per_pixel = 0, pixels_per_column = 0;
   uint32_t interleave = 0, swizzle = 0, swizzle_atomicity = 0, l2_promotion = 0, oob_fill = 0;
-  uint32_t tile_bytes = 0;         // as stored in the descriptor
+  uint32_t sm100_bits = 0;  // word 2 bits 19-21 (swizzle atomicity, large-tensor flag): an sm_90 driver sets none
+  uint32_t tile_bytes = 0;  // as stored in the descriptor
   uint32_t swizzle_span_word = 0;  // as stored (0x10, 0x100, 0x200, 0x400)
 
   //! Tile bytes recomputed from the fields (what a correct encoder stores).

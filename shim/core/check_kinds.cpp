@@ -47,6 +47,16 @@ bool parse_rank(CheckKeys& k, Check& c) {
   if (v) c.number = static_cast<uint64_t>(*v);
   return v.has_value();
 }
+bool parse_dim(CheckKeys& k, Check& c) {
+  const auto v = k.integer(
+      "dim", [](int64_t x) { return x >= 0 && x < kMaxRank; }, "'dim' = 0..4");
+  if (!v) return false;
+  c.number = static_cast<uint64_t>(*v);
+  const auto w = k.optional_integer(
+      "dim_b", [](int64_t x) { return x >= 0 && x < kMaxRank; }, "'dim_b' = 0..4");
+  c.number_b = w ? static_cast<uint64_t>(*w) : c.number;
+  return true;
+}
 bool parse_alignment(CheckKeys& k, Check& c) {
   const auto v = k.integer(
       "bytes", [](int64_t x) { return x >= 1 && (x & (x - 1)) == 0; }, "'bytes', a power of two");
@@ -56,26 +66,30 @@ bool parse_alignment(CheckKeys& k, Check& c) {
 
 using Result = std::optional<CheckFailure>;
 
+// Pair kinds are evaluated once per name in `b` (rules_eval.cpp passes a check whose `b` holds just that name).
+const std::string& bname(const Check& c) { return c.b.front(); }
+
 Result same_innermost(const Check& c, const TensorMapView& av, const TensorMapView* b) {
   const TensorMapView& bv = *b;
   if (av.dims[0] == bv.dims[0]) return std::nullopt;
   return CheckFailure{
-      fmt::format("{} K-major: innermost dimension (dim 0) equal to {}'s dim 0 = {}", c.a, c.b, bv.dims[0]),
-      fmt::format("{} dim 0 = {} ({} dims {}, {} dims {}){}", c.a, av.dims[0], c.a, dims_str(av), c.b, dims_str(bv),
+      fmt::format("{} K-major: innermost dimension (dim 0) equal to {}'s dim 0 = {}", c.a, bname(c), bv.dims[0]),
+      fmt::format("{} dim 0 = {} ({} dims {}, {} dims {}){}", c.a, av.dims[0], c.a, dims_str(av), bname(c),
+                  dims_str(bv),
                   av.rank > 1 && av.dims[1] == bv.dims[0]
-                      ? fmt::format(": {} is transposed (MN-major; its contiguous dim is {}'s dim 1)", c.a, c.b)
+                      ? fmt::format(": {} is transposed (MN-major; its contiguous dim is {}'s dim 1)", c.a, bname(c))
                       : "")};
 }
 
 Result same_dims(const Check& c, const TensorMapView& av, const TensorMapView* b) {
   if (av.rank == b->rank && av.dims == b->dims) return std::nullopt;
-  return CheckFailure{fmt::format("{} has the dims of {} = {}", c.a, c.b, dims_str(*b)),
+  return CheckFailure{fmt::format("{} has the dims of {} = {}", c.a, bname(c), dims_str(*b)),
                       fmt::format("{} dims {}", c.a, dims_str(av))};
 }
 
 Result same_strides(const Check& c, const TensorMapView& av, const TensorMapView* b) {
   if (av.rank == b->rank && av.strides == b->strides) return std::nullopt;
-  return CheckFailure{fmt::format("{} has the byte strides of {} = {}", c.a, c.b, strides_str(*b)),
+  return CheckFailure{fmt::format("{} has the byte strides of {} = {}", c.a, bname(c), strides_str(*b)),
                       fmt::format("{} strides {}", c.a, strides_str(av))};
 }
 
@@ -118,13 +132,72 @@ Result strides_increasing(const Check& c, const TensorMapView& av, const TensorM
   return std::nullopt;
 }
 
+Result same_address(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  if (av.address == b->address) return std::nullopt;
+  return CheckFailure{fmt::format("{} and {} have the same global address", c.a, bname(c)),
+                      fmt::format("{} at 0x{:x}, {} at 0x{:x}", c.a, av.address, bname(c), b->address)};
+}
+
+Result distinct_address(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  if (av.address != b->address) return std::nullopt;
+  return CheckFailure{fmt::format("{} and {} have different global addresses", c.a, bname(c)),
+                      fmt::format("both at 0x{:x}", av.address)};
+}
+
+// The dims of `a` include those of `b` (as a multiset): `a` has b's dims, in any order, plus the dims b's map
+// dropped (TMA drops stride-0 modes, so a broadcast K has a map of lower rank than a contiguous dK).
+Result permutation_of(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  std::vector<uint64_t> rest(av.dims.begin(), av.dims.begin() + av.rank);
+  bool ok = av.rank >= b->rank;
+  for (uint32_t i = 0; ok && i < b->rank; ++i) {
+    const auto it = std::find(rest.begin(), rest.end(), b->dims[i]);
+    if (it == rest.end())
+      ok = false;
+    else
+      rest.erase(it);
+  }
+  if (ok) return std::nullopt;
+  return CheckFailure{
+      fmt::format("{}'s dims are {}'s, in any order, plus any that {} drops (broadcast)", c.a, bname(c), bname(c)),
+      fmt::format("{} dims {}, {} dims {}", c.a, dims_str(av), bname(c), dims_str(*b))};
+}
+
+// b's dims appear in a's in the same order (a is b with its broadcast-dropped dims put back).
+Result dims_extend(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  uint32_t j = 0;
+  for (uint32_t i = 0; i < av.rank && j < b->rank; ++i)
+    if (av.dims[i] == b->dims[j]) ++j;
+  if (j == b->rank && av.rank >= b->rank) return std::nullopt;
+  return CheckFailure{fmt::format("{} has the dims of {} = {}, in that order (plus any {} drops as broadcast)", c.a,
+                                  bname(c), dims_str(*b), bname(c)),
+                      fmt::format("{} dims {}", c.a, dims_str(av))};
+}
+
+Result same_dim(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  const uint64_t x = c.number < av.rank ? av.dims[c.number] : 0, y = c.number_b < b->rank ? b->dims[c.number_b] : 0;
+  if (x != 0 && x == y) return std::nullopt;
+  auto dim = [](const TensorMapView& v, uint64_t i) {
+    return i < v.rank ? fmt::format("{}", v.dims[i]) : fmt::format("absent (rank {})", v.rank);
+  };
+  return CheckFailure{fmt::format("{} dim {} equals {} dim {}", c.a, c.number, bname(c), c.number_b),
+                      fmt::format("{} dim {} = {}, {} dim {} = {}", c.a, c.number, dim(av, c.number), bname(c),
+                                  c.number_b, dim(*b, c.number_b))};
+}
+
+Result same_dtype(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  if (av.dtype == b->dtype && av.dtype != DataType::kUnknown) return std::nullopt;
+  return CheckFailure{fmt::format("{} has the element type of {} ({})", c.a, bname(c), to_string(b->dtype)),
+                      fmt::format("{} is {}", c.a, to_string(av.dtype))};
+}
+
 Result no_overlap(const Check& c, const TensorMapView& av, const TensorMapView* b) {
   const std::optional<ByteRange> ra = map_range(av.encode_args()), rb = map_range(b->encode_args());
   if (!ra || !rb) return std::nullopt;  // a map built on address wraparound: no claim about its bytes
   const uint64_t a0 = ra->first, a1 = ra->end, b0 = rb->first, b1 = rb->end;
   if (!(a0 < b1 && b0 < a1)) return std::nullopt;
-  return CheckFailure{fmt::format("{} and {} do not share memory", c.a, c.b),
-                      fmt::format("{} spans [0x{:x}, 0x{:x}) and {} spans [0x{:x}, 0x{:x})", c.a, a0, a1, c.b, b0, b1)};
+  return CheckFailure{
+      fmt::format("{} and {} do not share memory", c.a, bname(c)),
+      fmt::format("{} spans [0x{:x}, 0x{:x}) and {} spans [0x{:x}, 0x{:x})", c.a, a0, a1, bname(c), b0, b1)};
 }
 
 }  // namespace
@@ -140,6 +213,12 @@ const std::vector<CheckKind>& check_kinds() {
       {"alignment", false, {"bytes"}, parse_alignment, alignment},
       {"strides_increasing", false, {}, no_keys, strides_increasing},
       {"no_overlap", true, {}, no_keys, no_overlap},
+      {"same_address", true, {}, no_keys, same_address},
+      {"distinct_address", true, {}, no_keys, distinct_address},
+      {"permutation_of", true, {}, no_keys, permutation_of},
+      {"dims_extend", true, {}, no_keys, dims_extend},
+      {"same_dim", true, {"dim", "dim_b"}, parse_dim, same_dim},
+      {"same_dtype", true, {}, no_keys, same_dtype},
   };
   return kinds;
 }

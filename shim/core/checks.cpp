@@ -1,4 +1,5 @@
-// tmaguard core: the generic descriptor sanity check (what the driver would have refused to encode).
+// tmaguard core: the generic descriptor sanity check (what the driver would have refused to encode), with the
+// architecture policy of checks.h.
 #include "tmaguard/checks.h"
 
 #include <fmt/format.h>
@@ -6,15 +7,36 @@
 #include <vector>
 
 namespace tmaguard {
+namespace {
 
-void check_descriptor(std::string_view kernel, const TensorMapParam& m, std::vector<Finding>& out) {
+// Error only where the H200-measured driver rules provably apply: an sm_90 launch of a descriptor without
+// Blackwell-only features, of a tiled map.
+Severity driver_rule_severity(const TensorMapView& v, const Arch& arch) {
+  const bool provable = arch.measured() && v.sm100_bits == 0 && v.kind == MapKind::kTiled;
+  return provable ? Severity::kError : Severity::kWarning;
+}
+
+std::string unmeasured_note(const TensorMapView& v, const Arch& arch) {
+  if (v.sm100_bits)
+    return " (a warning: the descriptor carries Blackwell-only bits the H200's driver rules do not cover)";
+  if (v.kind != MapKind::kTiled) return " (a warning: im2col rules beyond the documented ones are not modelled)";
+  if (!arch.known()) return " (a warning: the GPU's architecture is unknown; the rule was measured on sm_90)";
+  if (!arch.measured())
+    return fmt::format(" (a warning on sm_{}{}: the rule was measured on sm_90's driver)", arch.major, arch.minor);
+  return "";
+}
+
+}  // namespace
+
+void check_descriptor(std::string_view kernel, const TensorMapParam& m, const Arch& arch, std::vector<Finding>& out) {
   if (!m.decoded.ok()) return;
   const TensorMapView& v = m.decoded.view;
-  const std::string tensor = fmt::format("param {}", m.param_index);
+  const std::string tensor =
+      m.offset ? fmt::format("param {}+{}", m.param_index, m.offset) : fmt::format("param {}", m.param_index);
   const char* inline_hint =
       "the driver never produces this descriptor: it was filled inline (or modified after encoding); fix the code "
       "that builds it, or build it with cuTensorMapEncodeTiled to get the driver's checks";
-  if (v.address == 0) {
+  if (v.address == 0) {  // wrong on every architecture: every access through the map faults
     Finding f = make_finding("tmap-null-address", Severity::kError, kernel, tensor, &m);
     f.expected = "a non-NULL global address";
     f.observed = "globalAddress = 0";
@@ -30,10 +52,11 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, std::vec
     out.push_back(std::move(f));
     return;
   }
+  const Severity severity = driver_rule_severity(v, arch);
   if (v.tile_bytes != v.computed_tile_bytes()) {
-    Finding f = make_finding("tmap-tile-bytes-mismatch", Severity::kError, kernel, tensor, &m);
+    Finding f = make_finding("tmap-tile-bytes-mismatch", severity, kernel, tensor, &m);
     f.expected = fmt::format("tile-bytes word = elemsize x prod(box / elementStrides) = {}", v.computed_tile_bytes());
-    f.observed = fmt::format("tile-bytes word = {}", v.tile_bytes);
+    f.observed = fmt::format("tile-bytes word = {}{}", v.tile_bytes, unmeasured_note(v, arch));
     f.hint = inline_hint;
     out.push_back(std::move(f));
     return;
@@ -42,9 +65,9 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, std::vec
   // Interleaved im2col has driver rules beyond the documented ones (see tests/data): judge only the rest.
   if (const EncodeProblem p = validate_encode(a);
       p && !(v.kind != MapKind::kTiled && v.interleave != 0 && p.field.rfind("pixelBox", 0) == 0)) {
-    Finding f = make_finding("tmap-driver-would-reject", Severity::kError, kernel, tensor, &m);
+    Finding f = make_finding("tmap-driver-would-reject", severity, kernel, tensor, &m);
     f.expected = fmt::format("a descriptor the driver would encode ({} within its limits)", p.field);
-    f.observed = p.message;
+    f.observed = p.message + unmeasured_note(v, arch);
     f.hint = inline_hint;
     out.push_back(std::move(f));
   }

@@ -5,12 +5,12 @@
 
 namespace tmaguard {
 
-std::vector<Finding> judge_launch(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
-                                  const std::vector<TensorMapParam>& maps) {
-  std::vector<Finding> findings;
-  if (!which.empty()) evaluate_rules(rules, which, kernel, maps, findings);
-  for (const TensorMapParam& m : maps) check_descriptor(kernel, m, findings);
-  return findings;
+Judgement judge_launch(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
+                       const std::vector<TensorMapParam>& maps, const Arch& arch) {
+  Judgement j;
+  if (!which.empty()) evaluate_rules(rules, which, kernel, maps, j.findings, &j.not_checkable);
+  for (const TensorMapParam& m : maps) check_descriptor(kernel, m, arch, j.findings);
+  return j;
 }
 
 bool has_errors(const std::vector<Finding>& findings) {

@@ -1,4 +1,13 @@
 // tmaguard core: evaluation of the rules that apply to a kernel on one launch's decoded tensor maps.
+//
+// A rule is evaluated in this order, and each step can end it:
+//   expect_map_count  any other number of maps is a finding of its own
+//   map_count         the rule applies only to launches with this many maps
+//   [rule.maps]       a name the launch has no map for makes the rule not apply
+//   [[rule.when]]     every entry must hold, else the rule does not apply (silently)
+//   [[rule.require]]  the kernel's signature: if one entry fails, one warning (signature_id) says which, no checks
+//   not_checkable     the rule reports its reason (counted, said once) instead of checking
+//   [[rule.check]]    in order; once a map fails one check its later checks are skipped (the first cause wins)
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -16,15 +25,44 @@ const TensorMapParam* resolve(const MapRef& m, const std::vector<TensorMapParam>
   const auto n = static_cast<int64_t>(maps.size());
   if (m.by_param) {
     for (const auto& x : maps)
-      if (x.param_index == m.index) return &x;
+      if (x.param_index == m.index && x.offset == m.offset) return &x;
     return nullptr;
   }
   const int64_t i = m.index < 0 ? n + m.index : m.index;
   return (i >= 0 && i < n) ? &maps[static_cast<std::size_t>(i)] : nullptr;
 }
 
+struct Evaluation {
+  const Check* check;
+  std::string b;                        // the map compared with (pair kinds), one evaluation per name in check.b
+  const TensorMapParam* undecodable;    // a map of the check that is no tensor map (nullptr: both decoded)
+  std::optional<CheckFailure> failure;  // set when the check does not hold
+};
+
+// Evaluates a check against every map it names in `b` (once for single-map kinds).
+std::vector<Evaluation> evaluate(const Check& c, const std::map<std::string, const TensorMapParam*>& named) {
+  std::vector<Evaluation> out;
+  const TensorMapParam* a = named.at(c.a);
+  const std::vector<std::string> bs = c.kind->pair ? c.b : std::vector<std::string>{""};
+  for (const std::string& bn : bs) {
+    const TensorMapParam* b = bn.empty() ? nullptr : named.at(bn);
+    Evaluation e{&c, bn, nullptr, std::nullopt};
+    if (!a->decoded.ok())
+      e.undecodable = a;
+    else if (b && !b->decoded.ok())
+      e.undecodable = b;
+    if (!e.undecodable) {
+      Check one = c;
+      if (!bn.empty()) one.b = {bn};
+      e.failure = c.kind->evaluate(one, a->decoded.view, b ? &b->decoded.view : nullptr);
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<TensorMapParam>& maps,
-                   std::vector<Finding>& out) {
+                   std::vector<Finding>& out, std::vector<NotCheckable>* not_checkable) {
   const auto n = static_cast<int64_t>(maps.size());
   auto finding = [&](const std::string& id, std::optional<Severity> sev, const std::string& tensor,
                      const TensorMapParam* m, const std::string& hint) {
@@ -42,44 +80,69 @@ void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<Ten
     return;
   }
   if (r.map_count && *r.map_count != n) return;
-  // Names to maps; a reference past this launch's maps makes the rule not apply.
   std::map<std::string, const TensorMapParam*> named;
   for (const MapRef& m : r.maps) {
     const TensorMapParam* p = resolve(m, maps);
     if (!p) return;
     named[m.name] = p;
   }
+  for (const Check& c : r.when)
+    for (const Evaluation& e : evaluate(c, named))
+      if (e.undecodable || e.failure) return;
+  std::vector<std::string> unmet;
+  for (const Check& c : r.require) {
+    for (const Evaluation& e : evaluate(c, named)) {
+      if (e.undecodable)
+        unmet.push_back(fmt::format("{} is not a tensor map ({})", e.undecodable == named.at(c.a) ? c.a : e.b,
+                                    e.undecodable->decoded.not_a_map));
+      else if (e.failure)
+        unmet.push_back(fmt::format("{}: {}", e.failure->expected, e.failure->observed));
+    }
+  }
+  if (!unmet.empty()) {
+    Finding f = finding(r.signature_id, Severity::kWarning, "kernel", nullptr, "");
+    f.expected = fmt::format("the tensor maps of the kernel signature rule '{}' describes", r.id);
+    f.observed = fmt::format("not met: {}", fmt::join(unmet, "; "));
+    f.hint =
+        "a kernel version or configuration this rule does not know: its layouts were not judged (no error). "
+        "Report the kernel name and this record to tmaguard";
+    out.push_back(std::move(f));
+    return;
+  }
+  if (!r.not_checkable.empty()) {
+    if (not_checkable) not_checkable->push_back({r.not_checkable, r.not_checkable_message});
+    return;
+  }
   std::set<std::string> failed;  // after a map fails one check, its later checks are skipped (first cause wins)
   for (const Check& c : r.checks) {
-    if (failed.count(c.a)) continue;
-    const TensorMapParam* a = named[c.a];
-    const TensorMapParam* b = c.b.empty() ? nullptr : named[c.b];
-    if (!a->decoded.ok() || (b && !b->decoded.ok())) {
-      const TensorMapParam* bad = a->decoded.ok() ? b : a;
-      const std::string& name = bad == a ? c.a : c.b;
-      Finding f = finding(r.id + "-map-undecodable", Severity::kWarning, name, bad, "");
-      f.expected = fmt::format("'{}' is a tensor map", name);
-      f.observed = bad->decoded.not_a_map;
-      f.hint = "the kernel's parameters do not match what this rule expects";
+    for (const Evaluation& e : evaluate(c, named)) {
+      if (failed.count(c.a)) break;
+      if (e.undecodable) {
+        const std::string& name = e.undecodable == named.at(c.a) ? c.a : e.b;
+        Finding f = finding(r.id + "-map-undecodable", Severity::kWarning, name, e.undecodable, "");
+        f.expected = fmt::format("'{}' is a tensor map", name);
+        f.observed = e.undecodable->decoded.not_a_map;
+        f.hint = "the kernel's parameters do not match what this rule expects";
+        failed.insert(c.a);
+        out.push_back(std::move(f));
+        continue;
+      }
+      if (!e.failure) continue;
       failed.insert(c.a);
+      Finding f = finding(c.id, c.severity, c.a, named.at(c.a), c.hint);
+      f.expected = e.failure->expected;
+      f.observed = e.failure->observed;
       out.push_back(std::move(f));
-      continue;
     }
-    const std::optional<CheckFailure> fail = c.kind->evaluate(c, a->decoded.view, b ? &b->decoded.view : nullptr);
-    if (!fail) continue;
-    failed.insert(c.a);
-    Finding f = finding(c.id, c.severity, c.a, a, c.hint);
-    f.expected = fail->expected;
-    f.observed = fail->observed;
-    out.push_back(std::move(f));
   }
 }
 
 }  // namespace
 
 void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
-                    const std::vector<TensorMapParam>& maps, std::vector<Finding>& out) {
-  for (int ri : which) evaluate_rule(rules.rules[static_cast<std::size_t>(ri)], kernel, maps, out);
+                    const std::vector<TensorMapParam>& maps, std::vector<Finding>& out,
+                    std::vector<NotCheckable>* not_checkable) {
+  for (int ri : which) evaluate_rule(rules.rules[static_cast<std::size_t>(ri)], kernel, maps, out, not_checkable);
 }
 
 }  // namespace tmaguard

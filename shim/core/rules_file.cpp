@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <cerrno>
 #include <cstring>
-#include <fmt/format.h>
 
 #include "tmaguard/rules.h"
 
@@ -42,7 +42,8 @@ RulesResult load_rules_file(const std::string& path) {
   if (fstat(f.fd, &st) != 0) return fail(fmt::format("cannot read the rules file ({})", std::strerror(errno)));
   if (!S_ISREG(st.st_mode)) return fail(fmt::format("not a regular file ({})", file_kind(st.st_mode)));
   if (static_cast<uint64_t>(st.st_size) > kMaxRulesFileBytes)
-    return fail(fmt::format("{} bytes, more than a rules file may hold ({} MiB)", st.st_size, kMaxRulesFileBytes >> 20));
+    return fail(
+        fmt::format("{} bytes, more than a rules file may hold ({} MiB)", st.st_size, kMaxRulesFileBytes >> 20));
   std::string text(static_cast<std::size_t>(st.st_size), '\0');
   std::size_t got = 0;
   while (got < text.size()) {

@@ -19,9 +19,9 @@
 namespace tmaguard {
 namespace {
 
-constexpr uint32_t kMatchLimit = 1000000;      // PCRE2's own limit on internal match() calls
-constexpr uint64_t kCalloutBudget = 4000000;   // pattern items visited per match: tens of milliseconds at worst
-constexpr uint32_t kHeapLimitKiB = 16 * 1024;  // backtracking memory per match
+constexpr uint32_t kMatchLimit = 1000000;            // PCRE2's own limit on internal match() calls
+constexpr uint64_t kCalloutBudget = 4000000;         // pattern items visited per match: tens of milliseconds at worst
+constexpr uint32_t kHeapLimitKiB = 16 * 1024;        // backtracking memory per match
 constexpr std::size_t kMaxDemangledInput = 1 << 16;  // longer names are matched mangled only
 
 }  // namespace
@@ -83,9 +83,12 @@ std::string glob_to_regex(std::string_view g) {
       }
       for (std::size_t first = k; k < j; ++k) {
         const char m = g[k];
-        if (m == '-' && k != first && k + 1 != j) re += '-';
-        else if (std::isalnum(static_cast<unsigned char>(m))) re += m;
-        else re += '\\', re += m;
+        if (m == '-' && k != first && k + 1 != j)
+          re += '-';
+        else if (std::isalnum(static_cast<unsigned char>(m)))
+          re += m;
+        else
+          re += '\\', re += m;
       }
       re += ']';
       i = j;
@@ -157,9 +160,10 @@ std::vector<int> rules_for_kernel(const RuleSet& rules, std::string_view name, s
       if (!plain.empty()) hit = matches(r, plain);
     }
     if (hit < 0 && notes)
-      notes->push_back(fmt::format("rule '{}': its kernel pattern reached the match limit on a kernel name of {} "
-                                   "characters and counts as not matching it",
-                                   r.id, name.size()));
+      notes->push_back(
+          fmt::format("rule '{}': its kernel pattern reached the match limit on a kernel name of {} "
+                      "characters and counts as not matching it",
+                      r.id, name.size()));
     if (hit > 0) out.push_back(static_cast<int>(i));
   }
   return out;

@@ -18,15 +18,17 @@ namespace tmaguard {
 
 struct CheckKind;
 
-//! One [[rule.check]] entry.
+//! One [[rule.check]], [[rule.require]] or [[rule.when]] entry.
 struct Check {
   const CheckKind* kind = nullptr;
-  std::string id;    // empty: the rule's id
-  std::string a, b;  // map names; single-map kinds use only `a` (the `map` key)
+  std::string id;              // empty: the rule's id
+  std::string a;               // the map checked (`a`, or `map` for single-map kinds)
+  std::vector<std::string> b;  // pair kinds: the map(s) it is compared with (`b`: a name or an array of names)
   std::optional<Severity> severity;
   std::string hint;
   std::vector<std::string> allowed;  // dtype / swizzle names
-  uint64_t number = 0;               // rank / alignment bytes
+  uint64_t number = 0;               // rank / alignment bytes / dimension index
+  uint64_t number_b = 0;             // same_dim: the dimension index in b
 };
 
 //! What a check says when it does not hold: both one sentence, in the user's words.
@@ -43,6 +45,8 @@ class CheckKeys {
                                                         const char* what) = 0;
   //! The integer under `key` when it satisfies `ok`, else nullopt after an error saying `requirement`.
   virtual std::optional<int64_t> integer(const char* key, bool (*ok)(int64_t), const char* requirement) = 0;
+  //! The same for a key that may be absent (nullopt without an error then).
+  virtual std::optional<int64_t> optional_integer(const char* key, bool (*ok)(int64_t), const char* requirement) = 0;
 };
 
 //! A check kind: one row of kCheckKinds.
@@ -63,7 +67,8 @@ const CheckKind* find_check_kind(std::string_view name);
 struct MapRef {
   std::string name;
   bool by_param = false;
-  int64_t index = 0;  // order among maps (negative from the end) or parameter index
+  int64_t index = 0;    // order among maps (negative from the end) or parameter index
+  uint32_t offset = 0;  // "param:N+OFFSET": a map inside parameter N, OFFSET bytes in
 };
 
 //! A compiled kernel_glob / kernel_regex (rules_match.cpp).
@@ -82,6 +87,11 @@ struct Rule {
   Severity severity = Severity::kError;
   std::string action, hint;
   std::vector<MapRef> maps;
+  std::vector<Check> when;            // all must hold for the rule to apply (else it is silent)
+  std::vector<Check> require;         // the kernel's signature: if one fails, one warning (signature_id), no checks
+  std::string signature_id;           // the id of that warning
+  std::string not_checkable;          // when set, an applying rule reports this reason instead of checking
+  std::string not_checkable_message;  // said once per process
   std::vector<Check> checks;
 };
 

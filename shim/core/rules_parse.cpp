@@ -108,6 +108,10 @@ class Parser {
       }
       return ok ? std::optional(out) : std::nullopt;
     }
+    std::optional<int64_t> optional_integer(const char* key, bool (*ok)(int64_t), const char* requirement) override {
+      if (!t_.get(key)) return std::nullopt;
+      return integer(key, ok, requirement);
+    }
     std::optional<int64_t> integer(const char* key, bool (*ok)(int64_t), const char* requirement) override {
       const auto v = p_.integer(t_, key, where_);
       if (v && ok(*v)) return v;
@@ -121,18 +125,21 @@ class Parser {
     const std::string& where_;
   };
 
-  void parse_check(const toml::table& c, Rule& r, const std::string& where) {
+  // A [[rule.check]] (`judged` = true: it may carry its own id, severity and hint) or a [[rule.require]] /
+  // [[rule.when]] entry (identification or applicability: no id, severity or hint of its own).
+  std::optional<Check> parse_check(const toml::table& c, const Rule& r, const std::string& where, bool judged) {
     const auto kind_name = str(c, "kind", where, true);
-    if (!kind_name) return;
+    if (!kind_name) return std::nullopt;
     const CheckKind* kind = find_check_kind(*kind_name);
     if (!kind) {
       std::vector<std::string> names;
       for (const CheckKind& k : check_kinds()) names.emplace_back(k.name);
       error(c.get("kind"),
             fmt::format("unknown check kind '{}' in {} (known: {})", *kind_name, where, fmt::join(names, ", ")));
-      return;
+      return std::nullopt;
     }
-    std::vector<const char*> known = {"kind", "id", "severity", "hint"};
+    std::vector<const char*> known = {"kind"};
+    if (judged) known.insert(known.end(), {"id", "severity", "hint"});
     if (kind->pair)
       known.insert(known.end(), {"a", "b"});
     else
@@ -141,25 +148,62 @@ class Parser {
     keys_known(c, known, where);
     Check ch;
     ch.kind = kind;
+    auto named = [&](const toml::node* at, const std::string& m) {
+      if (std::none_of(r.maps.begin(), r.maps.end(), [&](const MapRef& x) { return x.name == m; }))
+        error(at, fmt::format("{} refers to map '{}', which [rule.maps] does not name", where, m));
+      return m;
+    };
     auto need_map = [&](const char* key) -> std::string {
       const auto m = str(c, key, where, true);
-      if (!m) return {};
-      if (std::none_of(r.maps.begin(), r.maps.end(), [&](const MapRef& x) { return x.name == *m; }))
-        error(c.get(key), fmt::format("{} refers to map '{}', which [rule.maps] does not name", where, *m));
-      return *m;
+      return m ? named(c.get(key), *m) : std::string();
     };
     if (kind->pair) {
       ch.a = need_map("a");
-      ch.b = need_map("b");
+      const toml::node* b = c.get("b");
+      if (const toml::array* arr = b ? b->as_array() : nullptr) {
+        for (const auto& e : *arr) {
+          if (e.is_string())
+            ch.b.push_back(named(&e, std::string(*e.value<std::string_view>())));
+          else
+            error(&e, fmt::format("'b' in {} must name maps (strings)", where));
+        }
+        if (arr->empty()) error(b, fmt::format("'b' in {} names no map", where));
+      } else {
+        ch.b.push_back(need_map("b"));
+      }
     } else {
       ch.a = need_map("map");
     }
     Keys keys(*this, c, where);
     kind->parse(keys, ch);
-    if (const auto id = str(c, "id", where, false)) ch.id = *id;
-    ch.severity = severity(c, where);
-    if (const auto h = str(c, "hint", where, false)) ch.hint = *h;
-    r.checks.push_back(std::move(ch));
+    if (judged) {
+      if (const auto id = str(c, "id", where, false)) ch.id = *id;
+      ch.severity = severity(c, where);
+      if (const auto h = str(c, "hint", where, false)) ch.hint = *h;
+    }
+    return ch;
+  }
+
+  // One of [[rule.check]], [[rule.require]], [[rule.when]].
+  void parse_checks(const toml::table& t, const char* key, const Rule& r, const std::string& where, bool judged,
+                    std::vector<Check>& out) {
+    const toml::node* n = t.get(key);
+    if (!n) return;
+    const toml::array* arr = n->as_array();
+    if (!arr) {
+      error(n, fmt::format("'{}' in {} must be an array of tables ([[rule.{}]])", key, where, key));
+      return;
+    }
+    int i = 0;
+    for (const auto& e : *arr) {
+      ++i;
+      const toml::table* ct = e.as_table();
+      if (!ct) {
+        error(&e, fmt::format("'{}' entries in {} must be tables", key, where));
+        continue;
+      }
+      if (auto ch = parse_check(*ct, r, fmt::format("{} {} #{}", where, key, i), judged)) out.push_back(std::move(*ch));
+    }
   }
 
   void parse_maps(const toml::node* n, Rule& r, const std::string& where) {
@@ -202,7 +246,7 @@ class Parser {
     }
     keys_known(t,
                {"id", "kernel", "kernel_glob", "kernel_regex", "map_count", "expect_map_count", "severity", "action",
-                "hint", "maps", "check"},
+                "hint", "maps", "when", "require", "signature_id", "not_checkable", "not_checkable_message", "check"},
                where);
     int matchers = 0;
     if (const auto s = str(t, "kernel", where, false)) r.substring = *s, ++matchers;
@@ -241,23 +285,21 @@ class Parser {
     }
     if (const auto h = str(t, "hint", where, false)) r.hint = *h;
     if (const toml::node* n = t.get("maps")) parse_maps(n, r, where);
-    if (const toml::node* n = t.get("check")) {
-      const toml::array* arr = n->as_array();
-      if (!arr) {
-        error(n, fmt::format("'check' in {} must be an array of tables ([[rule.check]])", where));
-      } else {
-        int i = 0;
-        for (const auto& e : *arr) {
-          ++i;
-          if (const toml::table* ct = e.as_table())
-            parse_check(*ct, r, fmt::format("{} check #{}", where, i));
-          else
-            error(&e, fmt::format("'check' entries in {} must be tables", where));
-        }
-      }
-    }
-    if (r.checks.empty() && r.expect_map_count.empty())
-      error(&t, fmt::format("{} has no [[rule.check]] and no expect_map_count: it can never report anything", where));
+    parse_checks(t, "when", r, where, false, r.when);
+    parse_checks(t, "require", r, where, false, r.require);
+    parse_checks(t, "check", r, where, true, r.checks);
+    if (const auto s = str(t, "signature_id", where, false)) r.signature_id = *s;
+    if (!r.require.empty() && r.signature_id.empty()) r.signature_id = r.id + "-unrecognized-signature";
+    if (const auto nc = str(t, "not_checkable", where, false)) r.not_checkable = *nc;
+    if (const auto m = str(t, "not_checkable_message", where, false)) r.not_checkable_message = *m;
+    if (!r.not_checkable_message.empty() && r.not_checkable.empty())
+      error(t.get("not_checkable_message"), fmt::format("{} has a not_checkable_message but no not_checkable", where));
+    if (!r.not_checkable.empty() && !r.checks.empty())
+      error(&t, fmt::format("{} is not_checkable: it cannot also have [[rule.check]] entries", where));
+    if (r.checks.empty() && r.expect_map_count.empty() && r.not_checkable.empty())
+      error(&t, fmt::format("{} has no [[rule.check]], no expect_map_count and no not_checkable: it can never report "
+                            "anything",
+                            where));
     out.rules.push_back(std::move(r));
   }
 

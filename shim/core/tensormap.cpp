@@ -380,6 +380,7 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes]) {
   v.oob_fill = (w2 >> 15) & 1;
   v.l2_promotion = (w2 >> 17) & 3;
   v.swizzle_atomicity = (w2 >> 19) & 3;
+  v.sm100_bits = (w2 >> 19) & 7;
   v.tile_bytes = w[16];
   v.swizzle_span_word = w[18];
   switch (v.hw_type) {

@@ -39,11 +39,12 @@ void* direct_symbol(const std::string& name) {
 #ifdef TG_CLIENT_LINKED
 #define D(x) \
   if (name == #x) return reinterpret_cast<void*>(&direct_##x);
-  D(cuInit) D(cuLaunchKernel) D(cuLaunchKernel_ptsz) D(cuLaunchKernelEx) D(cuLaunchKernelEx_ptsz)
-  D(cuLaunchCooperativeKernel) D(cuLaunchCooperativeKernel_ptsz) D(cuTensorMapEncodeTiled)
+  D(cuInit)
+  D(cuLaunchKernel) D(cuLaunchKernel_ptsz) D(cuLaunchKernelEx) D(cuLaunchKernelEx_ptsz) D(cuLaunchCooperativeKernel)
+      D(cuLaunchCooperativeKernel_ptsz) D(cuTensorMapEncodeTiled)
 #undef D
 #endif
-  (void)name;
+          (void) name;
   die("path 'direct' needs tg_client_linked");
 }
 
@@ -76,8 +77,10 @@ CUresult graph_node(const GraphEntry& g, CUfunction f, void** kp, void** ex) {
   void* fn = g_opt.path == "dlsym" ? dlsym(g_lib, g.exact) : resolve(g.base, false, g.version);
   if (!fn) die("cannot resolve the graph entry point");
   CUDA_KERNEL_NODE_PARAMS_v2 p2{};
-  if (g_opt.cukernel && std::getenv("TG_NODE_KERN")) p2.kern = reinterpret_cast<CUkernel>(f);  // func NULL: `kern` runs
-  else p2.func = f;
+  if (g_opt.cukernel && std::getenv("TG_NODE_KERN"))
+    p2.kern = reinterpret_cast<CUkernel>(f);  // func NULL: `kern` runs
+  else
+    p2.func = f;
   p2.gridDimX = 2;
   p2.gridDimY = p2.gridDimZ = 1;
   p2.blockDimX = 128;
@@ -301,8 +304,10 @@ Kernel fa4_kernel(bool two_cta, bool dk_bad, bool dv_bad, bool postprocess) {
   const CUtensorMap dv = encode_map(bshd(base + 4 * step, b, s, h, d, dv_bad));
   const CUtensorMap dk = encode_map(bshd(base + 5 * step, b, s, h, d, dk_bad));
   std::vector<CUtensorMap> maps;
-  if (two_cta) maps = {q, q, k, k, v, dout, dout};
-  else maps = {q, k, v, dout};
+  if (two_cta)
+    maps = {q, q, k, k, v, dout, dout};
+  else
+    maps = {q, k, v, dout};
   if (!postprocess) {
     maps.push_back(dv);
     maps.push_back(dk);

@@ -79,5 +79,6 @@ struct Scenario {
 };
 const std::vector<Scenario>& core_scenarios();
 const std::vector<Scenario>& hardening_scenarios();
+const std::vector<Scenario>& fa4_scenarios();
 
 }  // namespace client

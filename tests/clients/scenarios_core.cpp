@@ -150,14 +150,14 @@ int encode_suspicious() {
     uint64_t addr, d0, d1, stride;
     cuuint32_t b0, b1;
   } cases[] = {
-      {0, 128, 64, 256, 64, 32},                                // NULL
-      {0x7f0000000000ULL, 128, 64, 0, 64, 32},                  // stride 0
-      {0x7f0000100000ULL, 128, 64, 128, 64, 32},                // rows overlap (256 B rows, 128 B apart)
-      {0x7f0000200000ULL, 16, 8, 32, 64, 32},                   // box larger than the tensor
-      {reinterpret_cast<uint64_t>(host), 128, 2, 256, 64, 2},   // host pointer
-      {0x7e0000000000ULL, 128, 64, 256, 64, 32},                // 16 KiB map on a 4 KiB allocation
-      {0x7f0000300000ULL, 128, 64, 256, 128, 32},               // refused: 256 B inner box > 128B swizzle
-      {0x7f0000400000ULL, 128, 64, 256, 64, 32},                // healthy
+      {0, 128, 64, 256, 64, 32},                               // NULL
+      {0x7f0000000000ULL, 128, 64, 0, 64, 32},                 // stride 0
+      {0x7f0000100000ULL, 128, 64, 128, 64, 32},               // rows overlap (256 B rows, 128 B apart)
+      {0x7f0000200000ULL, 16, 8, 32, 64, 32},                  // box larger than the tensor
+      {reinterpret_cast<uint64_t>(host), 128, 2, 256, 64, 2},  // host pointer
+      {0x7e0000000000ULL, 128, 64, 256, 64, 32},               // 16 KiB map on a 4 KiB allocation
+      {0x7f0000300000ULL, 128, 64, 256, 128, 32},              // refused: 256 B inner box > 128B swizzle
+      {0x7f0000400000ULL, 128, 64, 256, 64, 32},               // healthy
   };
   for (const Case& c : cases) {
     CUtensorMap m;

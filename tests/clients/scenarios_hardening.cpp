@@ -143,10 +143,11 @@ int inspect_many_kernels() {
     ts.emplace_back([t] {
       for (int i = 0; i < 16; ++i) {
         // Long names, as templated C++ kernels have: with nine maps, every record is well over 4 KiB.
-        const std::string name = std::string(1500, 'k') + "_" + std::to_string(getpid()) + "_" + std::to_string(t) +
-                                 "_" + std::to_string(i);
+        const std::string name =
+            std::string(1500, 'k') + "_" + std::to_string(getpid()) + "_" + std::to_string(t) + "_" + std::to_string(i);
         std::vector<CUtensorMap> maps;
-        for (uint64_t m = 0; m < 9; ++m) maps.push_back(encode_map(bshd(0x7f0000000000ULL + m * 0x100000, 2, 256, 4, 128)));
+        for (uint64_t m = 0; m < 9; ++m)
+          maps.push_back(encode_map(bshd(0x7f0000000000ULL + m * 0x100000, 2, 256, 4, 128)));
         launch(make_kernel(name, maps));
       }
     });
@@ -159,7 +160,8 @@ int inspect_many_kernels() {
 int extra_without_size() {
   const Kernel k = fa4_kernel(false, true, false, false);
   const long page = sysconf(_SC_PAGESIZE);
-  auto* mem = static_cast<uint8_t*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* mem =
+      static_cast<uint8_t*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   if (mem == MAP_FAILED || mprotect(mem + page, page, PROT_NONE) != 0) die("cannot set up the guard page");
   uint8_t* buf = mem + page - 16;
   std::memset(buf, 0, 16);

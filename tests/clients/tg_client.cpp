@@ -26,20 +26,24 @@ int main(int argc, char** argv) {
   g_opt.entry = argv[2];
   for (int i = 4; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--cukernel") g_opt.cukernel = true;
-    else if (a == "--extra") g_opt.extra = true;
-    else if (a == "--inline") g_opt.inline_maps = true;
-    else die("unknown option");
+    if (a == "--cukernel")
+      g_opt.cukernel = true;
+    else if (a == "--extra")
+      g_opt.extra = true;
+    else if (a == "--inline")
+      g_opt.inline_maps = true;
+    else
+      die("unknown option");
   }
   const Scenario* sc = nullptr;
-  for (const auto* table : {&core_scenarios(), &hardening_scenarios()})
+  for (const auto* table : {&core_scenarios(), &hardening_scenarios(), &fa4_scenarios()})
     for (const Scenario& s : *table)
       if (argv[3] == std::string(s.name)) sc = &s;
   if (!sc) die("unknown scenario");
   g_lib = dlopen("libcuda.so.1", RTLD_NOW);
   if (!g_lib) die("cannot dlopen libcuda.so.1");
   auto init = reinterpret_cast<PFN_cuInit_v2000>(g_opt.path == "direct" ? resolve("cuInit", false, 2000)
-                                                                         : dlsym(g_lib, "cuInit"));
+                                                                        : dlsym(g_lib, "cuInit"));
   if (!init || init(0) != CUDA_SUCCESS) die("cuInit failed");
   // The tensors of every scenario live in [0x7f0000000000, +1 GiB): "device memory" for the stand-in.
   reinterpret_cast<decltype(&fakecuda_register_memory)>(fake_api("fakecuda_register_memory"))(0x7f0000000000ULL,

@@ -1,8 +1,9 @@
 // The FA4 SM100 backward guard and the generic descriptor check, on descriptors built with the H200-pinned encoder.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "tmaguard/checks.h"
-#include "tmaguard/rules.h"
 
 using namespace tmaguard;
 
@@ -30,107 +31,20 @@ TensorMapParam bshd(int param, uint64_t addr, uint64_t b, uint64_t s, uint64_t h
   return {param, 0, decode(bytes)};
 }
 
-std::vector<TensorMapParam> fa4(bool dk_mn, bool dv_mn, bool two_cta = false) {
-  std::vector<TensorMapParam> m;
-  const int n = two_cta ? 9 : 6;
-  for (int i = 0; i < n - 2; ++i) m.push_back(bshd(i + 1, 0x7f0000000000ULL + i * 0x100000ULL, 2, 256, 4, 128));
-  m.push_back(bshd(n - 1, 0x7f1000000000ULL, 2, 256, 4, 128, dv_mn));
-  m.push_back(bshd(n, 0x7f2000000000ULL, 2, 256, 4, 128, dk_mn));
-  return m;
-}
-
-const std::string kName =
-    "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__x_0";
-
-// The FA4 guard is the built-in rule preset (rules/fa4_sm100_bwd.toml), evaluated as the shim does.
-std::vector<Finding> fa4_check(const std::vector<TensorMapParam>& maps, const std::string& name = kName) {
-  static const auto rules = parse_rules(builtin_rules_text(), "built-in").rules;
-  std::vector<Finding> out;
-  evaluate_rules(*rules, rules_for_kernel(*rules, name), name, maps, out);
-  return out;
-}
-
+const Arch kSm90{9, 0};  // the H200 the driver rules were measured on
+const Arch kSm100{10, 0};
 }  // namespace
-
-TEST(Fa4, PresetParsesAndMatchesKernelNames) {
-  const RulesResult r = parse_rules(builtin_rules_text(), "built-in");
-  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
-  EXPECT_EQ(rule_count(*r.rules), 3u);
-  EXPECT_EQ(rules_for_kernel(*r.rules, kName).size(), 3u);
-  EXPECT_EQ(rules_for_kernel(
-                *r.rules, "kernel_cutlass_kernel_xrexcutedslranker_fa4flash_bwd_sm100FlashAttentionBackwardSm100_o_0")
-                .size(),
-            3u);
-  EXPECT_TRUE(
-      rules_for_kernel(*r.rules, "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm90FlashAttentionBackwardSm90_0")
-          .empty());
-}
-
-TEST(Fa4, KMajorIsClean) {
-  EXPECT_TRUE(fa4_check(fa4(false, false)).empty());
-  EXPECT_TRUE(fa4_check(fa4(false, false, true)).empty());
-}
-
-TEST(Fa4, SeqlenContiguousDkIsReportedWithFix) {
-  const auto out = fa4_check(fa4(true, false));
-  ASSERT_EQ(out.size(), 1u);
-  const Finding& f = out[0];
-  EXPECT_EQ(f.rule, "fa4-dk-not-k-major");
-  EXPECT_EQ(f.severity, Severity::kError);
-  EXPECT_EQ(f.tensor, "dK");
-  EXPECT_EQ(f.param_index, 6);
-  EXPECT_EQ(f.expected, "dK K-major: innermost dimension (dim 0) equal to K's dim 0 = 128");
-  EXPECT_EQ(f.observed,
-            "dK dim 0 = 256 (dK dims {256,128,4,2}, K dims {128,256,4,2}): dK is transposed (MN-major; its contiguous "
-            "dim is K's dim 1)");
-  EXPECT_NE(f.hint.find("torch.empty_like(k)"), std::string::npos);
-  ASSERT_TRUE(f.tensor_map.has_value());
-  EXPECT_EQ(f.tensor_map->dims[0], 256u);
-}
-
-TEST(Fa4, OnlyDvWrongIn2Cta) {
-  const auto out = fa4_check(fa4(false, true, true));
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].rule, "fa4-dv-not-k-major");
-  EXPECT_EQ(out[0].tensor, "dV");
-  EXPECT_EQ(out[0].param_index, 8);
-  EXPECT_NE(out[0].hint.find("torch.empty_like(v)"), std::string::npos);
-}
-
-TEST(Fa4, ShapeAndDtype) {
-  auto maps = fa4(false, false);
-  maps[5] = bshd(6, 0x7f2000000000ULL, 2, 512, 4, 128);            // dK with another seqlen
-  maps[4] = bshd(5, 0x7f1000000000ULL, 2, 256, 4, 128, false, 7);  // dV float32
-  const auto out = fa4_check(maps);
-  ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].rule, "fa4-dv-dtype");
-  EXPECT_EQ(out[0].observed, "dV is float32");
-  EXPECT_EQ(out[1].rule, "fa4-dk-shape-mismatch");
-  EXPECT_EQ(out[1].observed, "dK dims {128,512,4,2}");
-}
-
-TEST(Fa4, PostprocessAndUnknownCounts) {
-  auto maps = fa4(true, true);
-  maps.resize(4);  // dKV postprocess: Q K V dO only
-  EXPECT_TRUE(fa4_check(maps).empty());
-  maps.resize(5);
-  const auto out = fa4_check(maps);
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].rule, "fa4-unexpected-map-count");
-  EXPECT_EQ(out[0].severity, Severity::kWarning);
-  EXPECT_EQ(out[0].observed, "5 tensor-map parameters");
-}
 
 TEST(Descriptor, HealthyMapIsClean) {
   std::vector<Finding> out;
-  check_descriptor("k", bshd(0, 0x7f0000000000ULL, 2, 256, 4, 128), out);
-  check_descriptor("k", bshd(0, 0x7f0000000000ULL, 2, 256, 4, 128, true), out);
+  check_descriptor("k", bshd(0, 0x7f0000000000ULL, 2, 256, 4, 128), kSm90, out);
+  check_descriptor("k", bshd(0, 0x7f0000000000ULL, 2, 256, 4, 128, true), kSm90, out);
   EXPECT_TRUE(out.empty());
 }
 
 TEST(Descriptor, NullAddressAndDriverRules) {
   std::vector<Finding> out;
-  check_descriptor("k", bshd(3, 0, 2, 256, 4, 128), out);
+  check_descriptor("k", bshd(3, 0, 2, 256, 4, 128), kSm90, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].rule, "tmap-null-address");
   EXPECT_EQ(out[0].tensor, "param 3");
@@ -138,7 +52,7 @@ TEST(Descriptor, NullAddressAndDriverRules) {
   TensorMapParam m = bshd(2, 0x7f0000000000ULL, 2, 256, 4, 128);
   m.decoded.view.swizzle = 1;  // as an inline encoder might write: 128 B inner box, 32B swizzle
   out.clear();
-  check_descriptor("k", m, out);
+  check_descriptor("k", m, kSm90, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].rule, "tmap-driver-would-reject");
   EXPECT_EQ(out[0].observed, "boxDim[0]=64 x 2 B = 128 B exceeds the 32B swizzle span (32 B)");
@@ -146,14 +60,88 @@ TEST(Descriptor, NullAddressAndDriverRules) {
   m = bshd(2, 0x7f0000000000ULL, 2, 256, 4, 128);
   m.decoded.view.tile_bytes = 4;
   out.clear();
-  check_descriptor("k", m, out);
+  check_descriptor("k", m, kSm90, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].rule, "tmap-tile-bytes-mismatch");
 
   m = bshd(2, 0x7f0000000000ULL, 2, 256, 4, 128);
   m.decoded.view.address = 0x7f0000000008ULL;
   out.clear();
-  check_descriptor("k", m, out);
+  check_descriptor("k", m, kSm90, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].observed, "globalAddress=0x7f0000000008 must be 16-byte aligned");
+}
+
+// The architecture policy: the driver's rules measured on sm_90 are errors only there; a NULL address is an error
+// everywhere; Blackwell-only bits, im2col-family maps, unknown element types and an unknown GPU never draw one.
+TEST(Descriptor, DriverRulesAreErrorsOnlyOnTheArchitectureTheyWereMeasuredOn) {
+  TensorMapParam bad = bshd(2, 0x7f0000000000ULL, 2, 256, 4, 128);
+  bad.decoded.view.swizzle = 1;  // 128 B inner box, 32B swizzle: the H200's driver refuses it
+  for (const Arch& arch : {kSm90, kSm100, Arch{12, 0}, Arch{}}) {
+    std::vector<Finding> out;
+    check_descriptor("k", bad, arch, out);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].rule, "tmap-driver-would-reject");
+    EXPECT_EQ(out[0].severity, arch.measured() ? Severity::kError : Severity::kWarning) << arch.major;
+    if (!arch.measured()) EXPECT_NE(out[0].observed.find("(a warning"), std::string::npos) << out[0].observed;
+    out.clear();
+    check_descriptor("k", bshd(3, 0, 2, 256, 4, 128), arch, out);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].severity, Severity::kError) << "a NULL address is wrong on every architecture";
+  }
+}
+
+TEST(Descriptor, BlackwellOnlyFeaturesNeverDrawAnError) {
+  for (const Arch& arch : {kSm90, kSm100}) {
+    for (uint32_t bits : {1u, 2u, 3u, 4u, 7u}) {  // swizzle atomicity (19-20), large-tensor flag (21)
+      TensorMapParam m = bshd(2, 0x7f0000000000ULL, 2, 256, 4, 128);
+      m.decoded.view.sm100_bits = bits;
+      m.decoded.view.swizzle = 1;  // and something the sm_90 driver would refuse
+      std::vector<Finding> out;
+      check_descriptor("k", m, arch, out);
+      for (const Finding& f : out) EXPECT_EQ(f.severity, Severity::kWarning) << f.rule << " bits " << bits;
+      m.decoded.view.tile_bytes = 4;
+      out.clear();
+      check_descriptor("k", m, arch, out);
+      for (const Finding& f : out) EXPECT_EQ(f.severity, Severity::kWarning) << f.rule << " bits " << bits;
+    }
+    TensorMapParam unknown = bshd(2, 0x7f0000000000ULL, 2, 256, 4, 128);
+    unknown.decoded.view.dtype = DataType::kUnknown;  // a packed 4/6-bit type
+    unknown.decoded.view.hw_type = 13;
+    std::vector<Finding> out;
+    check_descriptor("k", unknown, arch, out);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].severity, Severity::kWarning);
+  }
+}
+
+TEST(Descriptor, BytesWithBlackwellBitsDecodeAndStayWarnings) {
+  // Word 2 of a real sm_90 descriptor with swizzle 128B_ATOM_64B-style atomicity bits and the large-tensor flag set,
+  // as an sm_100 encoder may write it: it still decodes (bits 19-21 never make bytes invalid) and, on any
+  // architecture, draws no error even with a tile-bytes word the sm_90 rules reject.
+  EncodeArgs a;
+  a.dtype = 9;
+  a.rank = 2;
+  a.address = 0x7f0000000000ULL;
+  a.dims = {128, 4096};
+  a.strides = {256};
+  a.box = {64, 128};
+  a.element_strides = {1, 1};
+  a.swizzle = 3;
+  uint8_t b[128];
+  ASSERT_EQ(encode(a, b), 0);
+  uint32_t w2, tile = 7;
+  std::memcpy(&w2, b + 8, 4);
+  w2 |= 7u << 19;
+  std::memcpy(b + 8, &w2, 4);
+  std::memcpy(b + 64, &tile, 4);
+  const DecodeResult d = decode(b);
+  ASSERT_TRUE(d.ok()) << d.not_a_map;
+  EXPECT_EQ(d.view.sm100_bits, 7u);
+  for (const Arch& arch : {kSm90, kSm100, Arch{}}) {
+    std::vector<Finding> out;
+    check_descriptor("k", {1, 0, d}, arch, out);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].severity, Severity::kWarning);
+  }
 }

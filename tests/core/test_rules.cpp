@@ -67,7 +67,8 @@ TEST(RulesParse, ValidFileParses) {
 TEST(RulesParse, ErrorsNameFileLineAndProblem) {
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nkernal_glob = \"y\"\nexpect_map_count = [1]\n"),
             "r.toml:4: unknown key 'kernal_glob' in rule 'x' (known: id, kernel, kernel_glob, kernel_regex, map_count, "
-            "expect_map_count, severity, action, hint, maps, check)");
+            "expect_map_count, severity, action, hint, maps, when, require, signature_id, not_checkable, "
+            "not_checkable_message, check)");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nmap_count = \"6\"\nexpect_map_count = [1]\n"),
             "r.toml:4: 'map_count' in rule 'x' must be an integer, got a string");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel_regex = \"fa4(\"\nexpect_map_count = [1]\n")
@@ -86,7 +87,8 @@ TEST(RulesParse, ErrorsNameFileLineAndProblem) {
           .rfind("r.toml:7: unknown check kind 'same_shape'", 0),
       0u);
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n"),
-            "r.toml:1: rule 'x' has no [[rule.check]] and no expect_map_count: it can never report anything");
+            "r.toml:1: rule 'x' has no [[rule.check]], no expect_map_count and no not_checkable: it can never report "
+            "anything");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nexpect_map_count = [1]\n[[rule]]\nid = \"x\"\n"
                         "kernel = \"j\"\nexpect_map_count = [2]\n"),
             "r.toml: rule id 'x' is defined twice");
@@ -215,7 +217,7 @@ severity = "warning"
                         .rules;
   ASSERT_TRUE(preset && user);
   const auto merged = merge_rules({preset, user});
-  EXPECT_EQ(rule_count(*merged), 3u);
+  EXPECT_EQ(rule_count(*merged), rule_count(*preset)) << "replaced in place, not added";
   const auto m = map2d(1, 0x7f0000000000ULL, 128, 256, 256);
   std::vector<Finding> out;
   const std::string k = "kernel_FlashAttentionBackwardSm100_0";
@@ -227,12 +229,12 @@ severity = "warning"
 
 // Globs are translated to anchored PCRE2 patterns: they must mean exactly what fnmatch(3) (no flags) says.
 TEST(RulesMatch, GlobsMeanWhatFnmatchSays) {
-  const std::vector<std::string> globs = {"*gemm*",     "gemm_?_tile",  "kernel_[0-9]*", "kernel_[!0-9]*", "a\\*b",
-                                          "[]x]*",      "*[a-c]z",      "x[",            "*.*",            "cutlass::*<*>",
-                                          "[^a]*", "*a*a*a*b"};
-  const std::vector<std::string> names = {"my_gemm_kernel", "gemm_1_tile",   "gemm_12_tile", "kernel_7x", "kernel_x7",
-                                          "a*b",            "axb",           "]abc",         "xabc",      "bz",
-                                          "x[",             "a.b",           "cutlass::f<int>", "aaab",  "aaaa"};
+  const std::vector<std::string> globs = {"*gemm*", "gemm_?_tile",   "kernel_[0-9]*", "kernel_[!0-9]*",
+                                          "a\\*b",  "[]x]*",         "*[a-c]z",       "x[",
+                                          "*.*",    "cutlass::*<*>", "[^a]*",         "*a*a*a*b"};
+  const std::vector<std::string> names = {
+      "my_gemm_kernel", "gemm_1_tile", "gemm_12_tile", "kernel_7x", "kernel_x7",       "a*b",  "axb", "]abc",
+      "xabc",           "bz",          "x[",           "a.b",       "cutlass::f<int>", "aaab", "aaaa"};
   for (const std::string& g : globs) {
     const RulesResult r = parse_rules("[[rule]]\nid = \"g\"\nkernel_glob = '" + g + "'\nexpect_map_count = [1]\n", "g");
     ASSERT_TRUE(r.errors.empty()) << g;
@@ -258,15 +260,17 @@ expect_map_count = [1]
 id = "plain"
 kernel_regex = "^_ZN5"
 expect_map_count = [1]
-)", "r.toml");
+)",
+                                    "r.toml");
   ASSERT_TRUE(r.errors.empty()) << r.errors.front();
   std::string name = "_ZN";
   while (name.size() < 29135) name += std::string(64, '5');
   std::vector<std::string> notes;
   EXPECT_EQ(rules_for_kernel(*r.rules, name, &notes), std::vector<int>({2}));
   ASSERT_EQ(notes.size(), 1u);
-  EXPECT_EQ(notes[0], "rule 'slow': its kernel pattern reached the match limit on a kernel name of 29187 characters "
-                      "and counts as not matching it");
+  EXPECT_EQ(notes[0],
+            "rule 'slow': its kernel pattern reached the match limit on a kernel name of 29187 characters "
+            "and counts as not matching it");
   notes.clear();
   EXPECT_EQ(rules_for_kernel(*r.rules, std::string(40, 'a') + "!", &notes), std::vector<int>());
   EXPECT_EQ(notes.size(), 1u) << "(a+)+$ on 40 a's and a '!' is the textbook catastrophic case";
@@ -274,9 +278,10 @@ expect_map_count = [1]
 
 // Merging keeps the last definition of an id, in the order of first appearance (the preset's rules stay first).
 TEST(RulesParse, MergeReplacesByIdInPlace) {
-  const auto a = parse_rules("[[rule]]\nid = \"x\"\nkernel = \"k1\"\nexpect_map_count = [1]\n[[rule]]\nid = \"y\"\n"
-                             "kernel = \"k2\"\nexpect_map_count = [1]\n",
-                             "a")
+  const auto a = parse_rules(
+                     "[[rule]]\nid = \"x\"\nkernel = \"k1\"\nexpect_map_count = [1]\n[[rule]]\nid = \"y\"\n"
+                     "kernel = \"k2\"\nexpect_map_count = [1]\n",
+                     "a")
                      .rules;
   const auto b = parse_rules("[[rule]]\nid = \"x\"\nkernel = \"k3\"\nexpect_map_count = [1]\n", "b").rules;
   const auto m = merge_rules({a, b});
@@ -284,4 +289,71 @@ TEST(RulesParse, MergeReplacesByIdInPlace) {
   EXPECT_TRUE(rules_for_kernel(*m, "k1").empty());
   EXPECT_EQ(rules_for_kernel(*m, "k3"), std::vector<int>({0}));
   EXPECT_EQ(rules_for_kernel(*m, "k2"), std::vector<int>({1}));
+}
+
+TEST(RulesParse, WhenRequireAndNotCheckableAreValidated) {
+  // Rule-level keys go before [rule.maps]; entries follow it.
+  auto rule = [](const std::string& keys, const std::string& entries) {
+    return "[[rule]]\nid = \"x\"\nkernel = \"k\"\n" + keys + "[rule.maps]\nA = 0\nB = 1\n" + entries;
+  };
+  EXPECT_EQ(first_error(rule("",
+                             "[[rule.require]]\nkind = \"same_address\"\na = \"A\"\nb = \"B\"\nid = \"y\"\n"
+                             "[[rule.check]]\nkind = \"rank\"\nmap = \"A\"\nequals = 2\n")),
+            "r.toml:11: unknown key 'id' in rule 'x' require #1 (known: kind, a, b)");
+  EXPECT_EQ(first_error(rule("not_checkable = \"n\"\n",
+                             "[[rule.when]]\nkind = \"distinct_address\"\na = \"A\"\nb = [\"B\", \"C\"]\n")),
+            "r.toml:11: rule 'x' when #1 refers to map 'C', which [rule.maps] does not name");
+  EXPECT_EQ(first_error(rule("not_checkable_message = \"m\"\nexpect_map_count = [2]\n", "")),
+            "r.toml:4: rule 'x' has a not_checkable_message but no not_checkable");
+  EXPECT_EQ(first_error(rule("not_checkable = \"n\"\n", "[[rule.check]]\nkind = \"rank\"\nmap = \"A\"\nequals = 2\n")),
+            "r.toml:1: rule 'x' is not_checkable: it cannot also have [[rule.check]] entries");
+  EXPECT_EQ(first_error(rule("", "[[rule.check]]\nkind = \"same_dim\"\na = \"A\"\nb = \"B\"\n")),
+            "r.toml:7: rule 'x' check #1 needs 'dim' = 0..4");
+  EXPECT_EQ(first_error(rule("not_checkable = \"n\"\n", "")), "");
+}
+
+TEST(RulesEval, RequireFailuresAreOneWarningAndWhenFailuresAreSilence) {
+  const std::string text = R"([[rule]]
+id = "pair"
+kernel = "k"
+map_count = 2
+[rule.maps]
+A = 0
+B = 1
+[[rule.when]]
+kind = "rank"
+map = "A"
+equals = 2
+[[rule.require]]
+kind = "distinct_address"
+a = "B"
+b = ["A"]
+[[rule.require]]
+kind = "same_dim"
+a = "A"
+b = "B"
+dim = 1
+[[rule.check]]
+kind = "same_innermost"
+a = "B"
+b = "A"
+)";
+  const auto a = map2d(1, 0x7f0000000000ULL, 128, 64, 256), b_ok = map2d(2, 0x7f0000100000ULL, 128, 64, 256);
+  const auto b_same_addr = map2d(2, 0x7f0000000000ULL, 64, 128, 128), b_t = map2d(2, 0x7f0000100000ULL, 64, 64, 128);
+  EXPECT_TRUE(run(text, "k", {a, b_ok}).empty());
+  const auto sig = run(text, "k", {a, b_same_addr});
+  ASSERT_EQ(sig.size(), 1u);
+  EXPECT_EQ(sig[0].rule, "pair-unrecognized-signature");
+  EXPECT_EQ(sig[0].severity, Severity::kWarning);
+  EXPECT_EQ(sig[0].observed,
+            "not met: B and A have different global addresses: both at 0x7f0000000000; A dim 1 equals B dim 1: A dim 1 "
+            "= 64, B dim 1 = 128");
+  const auto judged = run(text, "k", {a, b_t});
+  ASSERT_EQ(judged.size(), 1u);
+  EXPECT_EQ(judged[0].rule, "pair");
+  EXPECT_EQ(judged[0].severity, Severity::kError);
+  const auto rank3 = map2d(1, 0x7f0000000000ULL, 128, 64, 256);  // rank 2 always: change the when instead
+  std::string never = text;
+  never.replace(never.find("equals = 2"), 10, "equals = 3");
+  EXPECT_TRUE(run(never, "k", {rank3, b_same_addr}).empty()) << "a rule whose [[rule.when]] fails is silent";
 }

@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const tmaguard::TensorMapParam p{1, 0, tmaguard::decode(data)};
     (void)tmaguard::content_hash(data);
     std::vector<tmaguard::Finding> out;
-    tmaguard::check_descriptor("fuzz", p, out);
+    for (const int major : {0, 9, 10}) tmaguard::check_descriptor("fuzz", p, tmaguard::Arch{major, 0}, out);
   }
   tmaguard::EncodeArgs a;
   if (size < 8) return 0;

@@ -60,6 +60,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     maps.push_back({static_cast<int>(slots[i].param), slots[i].offset, tmaguard::decode(bytes[i])});
   static const auto rules = tmaguard::parse_rules(tmaguard::builtin_rules_text(), "built-in").rules;
   for (const char* k : {"kernel_FlashAttentionBackwardSm100_0", "plain"})
-    (void)tmaguard::judge_launch(*rules, tmaguard::rules_for_kernel(*rules, k), k, maps);
+    (void)tmaguard::judge_launch(*rules, tmaguard::rules_for_kernel(*rules, k), k, maps, tmaguard::Arch{9, 0});
   return 0;
 }

@@ -1,10 +1,12 @@
 // GPU check program: launches the FA4-shaped TMA kernel the ways real stacks do, with descriptors made by the
 // driver or filled inline, and reports whether dK/dV came out right. Driven by scripts/gpu/run_checks.py.
 //
-//   fa4_gpu LAUNCH DESC SCENARIO [--cta2]
+//   fa4_gpu LAUNCH DESC SCENARIO [--cta2 | --hd256 | --bcast-k]
 //   LAUNCH: chevron | launch_ex_cluster | library | driver | driver_ex | driver_extra | graph | graph_node
 //   DESC: encode (cuTensorMapEncodeTiled via cudaGetDriverEntryPointByVersion) | inline (no encode call)
 //   SCENARIO: ok | dk_bad (dK seqlen-contiguous) | dv_bad
+//   --hd256: head dim 256, the signature of FA4's hd256 kernel (K V Q Qt dO dOt dK dV)
+//   --bcast-k: 1-CTA with K broadcast over the batch (stride 0): K's map has rank 3
 // Prints "CASE ... launch_rc=N dk=correct|wrong|untouched dv=..." and exits 0 unless CUDA itself failed.
 //
 //   fa4_gpu encode_warnings
@@ -45,15 +47,17 @@
 
 namespace {
 
-constexpr uint64_t B = 2, S = 256, H = 4, D = 128;
-constexpr size_t kElems = B * S * H * D;
+constexpr uint64_t B = 2, S = 256, H = 4;
+uint64_t D = 128;  // head dim: 256 with --hd256
+size_t kElems = B * S * H * D;
 constexpr uint16_t kPoison = 0x7fc1;  // a NaN bit pattern no kernel output has
 constexpr size_t kSmem = kTileBytes + 1024;
 
 std::string g_desc;
 
-// torch (b, s, h, d) bf16: K-major dims {d, s, h, b}; "mn" = the same memory viewed seqlen-contiguous.
-CUtensorMap make_map(void* addr, bool mn) {
+// torch (b, s, h, d) bf16: K-major dims {d, s, h, b}; "mn" = the same memory viewed seqlen-contiguous; rank 3: the
+// batch mode dropped (a tensor broadcast over the batch, stride 0).
+CUtensorMap make_map(void* addr, bool mn, int rank = 4) {
   cuuint64_t dims[4] = {D, S, H, B}, strides[3] = {2 * H * D, 2 * D, 2 * S * H * D};
   if (mn) {
     dims[0] = S;
@@ -66,13 +70,13 @@ CUtensorMap make_map(void* addr, bool mn) {
   if (g_desc == "inline") {  // what CuTe DSL's generated host code does: fill the bytes, no driver call
     tmaguard::EncodeArgs a;
     a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    a.rank = 4;
+    a.rank = static_cast<uint32_t>(rank);
     a.address = reinterpret_cast<uint64_t>(addr);
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < rank; ++i) {
       a.dims[i] = dims[i];
       a.box[i] = box[i];
       a.element_strides[i] = 1;
-      if (i < 3) a.strides[i] = strides[i];
+      if (i + 1 < rank) a.strides[i] = strides[i];
     }
     a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
     a.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
@@ -85,7 +89,8 @@ CUtensorMap make_map(void* addr, bool mn) {
     CHECK_RT(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
-  CHECK_DRV(encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, addr, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  CHECK_DRV(encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(rank), addr, dims, strides, box, es,
+                   CU_TENSOR_MAP_INTERLEAVE_NONE,
                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return m;
 }
@@ -145,17 +150,21 @@ int encode_warnings() {
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "encode_warnings") return encode_warnings();
   if (argc < 4) {
-    std::fprintf(stderr, "usage: fa4_gpu LAUNCH DESC SCENARIO [--cta2]\n");
+    std::fprintf(stderr, "usage: fa4_gpu LAUNCH DESC SCENARIO [--cta2 | --hd256 | --bcast-k]\n");
     return 2;
   }
   const std::string launch = argv[1], scenario = argv[3];
   g_desc = argv[2];
-  const bool cta2 = argc > 4 && std::string(argv[4]) == "--cta2";
+  const std::string variant = argc > 4 ? argv[4] : "";
+  const bool cta2 = variant == "--cta2", hd256 = variant == "--hd256", bcast = variant == "--bcast-k";
+  if (hd256) D = 256;
+  kElems = B * S * H * D;
+  const size_t k_elems = bcast ? S * H * D : kElems;  // a broadcast K holds one batch
   CHECK_RT(cudaSetDevice(0));
   CHECK_RT(cudaFree(nullptr));
 
   std::mt19937 rng(static_cast<unsigned>(std::random_device{}()));
-  std::vector<uint16_t> hk(kElems), hv(kElems), poison(kElems, kPoison);
+  std::vector<uint16_t> hk(k_elems), hv(kElems), poison(kElems, kPoison);
   for (auto* v : {&hk, &hv})
     for (auto& x : *v) {
       const float f = std::uniform_real_distribution<float>(-4.f, 4.f)(rng);
@@ -165,23 +174,31 @@ int main(int argc, char** argv) {
     }
   void *q, *k, *v, *dout, *dk, *dv;
   for (void** p : {&q, &k, &v, &dout, &dk, &dv}) CHECK_RT(cudaMalloc(p, kElems * 2));
-  CHECK_RT(cudaMemcpy(k, hk.data(), kElems * 2, cudaMemcpyHostToDevice));
+  CHECK_RT(cudaMemcpy(k, hk.data(), k_elems * 2, cudaMemcpyHostToDevice));
   CHECK_RT(cudaMemcpy(v, hv.data(), kElems * 2, cudaMemcpyHostToDevice));
   CHECK_RT(cudaMemcpy(dk, poison.data(), kElems * 2, cudaMemcpyHostToDevice));
   CHECK_RT(cudaMemcpy(dv, poison.data(), kElems * 2, cudaMemcpyHostToDevice));
 
-  CUtensorMap mq = make_map(q, false), mk = make_map(k, false), mv = make_map(v, false), mdo = make_map(dout, false);
+  CUtensorMap mq = make_map(q, false), mk = make_map(k, false, bcast ? 3 : 4), mv = make_map(v, false),
+              mdo = make_map(dout, false);
   CUtensorMap mdk = make_map(dk, scenario == "dk_bad"), mdv = make_map(dv, scenario == "dv_bad");
   int seqlen = static_cast<int>(S);
   float scale = 0.125f;
   long long tail = 7;
   void* args1[] = {&seqlen, &mq, &mk, &mv, &scale, &mdo, &mdv, &mdk, &tail};
   void* args2[] = {&seqlen, &mq, &mq, &mk, &scale, &mk, &mv, &mdo, &mdo, &mdv, &mdk, &tail};
-  void** args = cta2 ? args2 : args1;
-  const void* host_fn = cta2 ? reinterpret_cast<const void*>(&FA4_2CTA) : reinterpret_cast<const void*>(&FA4_1CTA);
+  void* args256[] = {&seqlen, &mk, &mv, &mq, &mq, &scale, &mdo, &mdo, &mdk, &mdv, &tail};
+  void** args = cta2 ? args2 : hd256 ? args256 : args1;
+  const void* host_fn = cta2    ? reinterpret_cast<const void*>(&FA4_2CTA)
+                        : hd256 ? reinterpret_cast<const void*>(&FA4_HD256)
+                        : bcast ? reinterpret_cast<const void*>(&FA4_BCAST)
+                                : reinterpret_cast<const void*>(&FA4_1CTA);
   const char* name =
-      cta2 ? "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard2cta_0"
-           : "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard_0";
+      cta2    ? "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard2cta_0"
+      : hd256 ? "kernel_cutlass_kernel_flash_attncutesm100_hd256_2cta_fmha_backward_dkdvkernelBlackwellFusedMultiHead"
+                "AttentionBackwardDKDVKernel_object_at__tmaguard_0"
+      : bcast ? "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguardbk_0"
+              : "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard_0";
   const dim3 grid(S / kTileS, H, B), block(kThreads);
   const std::string cubin_path = std::string(argv[0]) + ".cubin";
 
@@ -189,6 +206,10 @@ int main(int argc, char** argv) {
   if (launch == "chevron") {
     if (cta2)
       FA4_2CTA<<<grid, block, kSmem>>>(seqlen, mq, mq, mk, scale, mk, mv, mdo, mdo, mdv, mdk, tail);
+    else if (hd256)
+      FA4_HD256<<<grid, block, kSmem>>>(seqlen, mk, mv, mq, mq, scale, mdo, mdo, mdk, mdv, tail);
+    else if (bcast)
+      FA4_BCAST<<<grid, block, kSmem>>>(seqlen, mq, mk, mv, scale, mdo, mdv, mdk, tail);
     else
       FA4_1CTA<<<grid, block, kSmem>>>(seqlen, mq, mk, mv, scale, mdo, mdv, mdk, tail);
     launch_rc = static_cast<int>(cudaGetLastError());
@@ -225,7 +246,7 @@ int main(int argc, char** argv) {
           static_cast<int>(cuLaunchKernel(f, grid.x, grid.y, grid.z, block.x, 1, 1, kSmem, nullptr, args, nullptr));
     } else if (launch == "driver_extra") {  // the packed-buffer form, laid out by cuFuncGetParamInfo
       std::vector<uint8_t> buf;
-      const size_t nargs = cta2 ? sizeof(args2) / sizeof(void*) : sizeof(args1) / sizeof(void*);
+      const size_t nargs = cta2 ? sizeof(args2) / sizeof(void*) : hd256 ? sizeof(args256) / sizeof(void*) : sizeof(args1) / sizeof(void*);
       for (size_t i = 0; i < nargs; ++i) {
         size_t off = 0, size = 0;
         CHECK_DRV(cuFuncGetParamInfo(f, i, &off, &size));
@@ -293,8 +314,11 @@ int main(int argc, char** argv) {
   std::vector<uint16_t> ok(kElems), ov(kElems);
   CHECK_RT(cudaMemcpy(ok.data(), dk, kElems * 2, cudaMemcpyDeviceToHost));
   CHECK_RT(cudaMemcpy(ov.data(), dv, kElems * 2, cudaMemcpyDeviceToHost));
+  // dK = 2 K for every batch (a broadcast K: the same batch for all).
+  std::vector<uint16_t> hk_full(kElems);
+  for (size_t i = 0; i < kElems; ++i) hk_full[i] = hk[i % k_elems];
   std::printf("CASE launch=%s desc=%s scenario=%s%s launch_rc=%d sync=%d dk=%s dv=%s\n", launch.c_str(), g_desc.c_str(),
-              scenario.c_str(), cta2 ? " cta2" : "", launch_rc, static_cast<int>(sync), verdict(ok, hk, 2.0f),
-              verdict(ov, hv, 4.0f));
+              scenario.c_str(), variant.empty() ? "" : (" " + variant.substr(2)).c_str(), launch_rc,
+              static_cast<int>(sync), verdict(ok, hk_full, 2.0f), verdict(ov, hv, 4.0f));
   return 0;
 }

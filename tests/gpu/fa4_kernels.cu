@@ -8,6 +8,10 @@
 #include <cstdint>
 
 #define FA4_1CTA kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard_0
+// clang-format off
+#define FA4_HD256 kernel_cutlass_kernel_flash_attncutesm100_hd256_2cta_fmha_backward_dkdvkernelBlackwellFusedMultiHeadAttentionBackwardDKDVKernel_object_at__tmaguard_0
+// clang-format on
+#define FA4_BCAST kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguardbk_0
 #define FA4_2CTA \
   kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard2cta_0
 
@@ -20,31 +24,42 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Loads `dtiles` 128 x 64 tiles of src (rank 4, or rank 3 for a broadcast source whose batch mode the map drops),
+// scales them and TMA-stores them through dst (rank 4).
+template <int kSrcRank>
 __device__ void scale_tiles(const CUtensorMap* src, const CUtensorMap* dst, float factor, uint8_t* tile, uint64_t* bar,
-                            uint32_t& phase) {
+                            uint32_t& phase, int dtiles) {
   const int s0 = blockIdx.x * kTileS, h = blockIdx.y, b = blockIdx.z;
-  for (int dc = 0; dc < 2; ++dc) {
+  for (int dc = 0; dc < dtiles; ++dc) {
     if (threadIdx.x == 0) {
       asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(kTileBytes)
                    : "memory");
-      asm volatile(
-          "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
-          "%5}], [%6];" ::"r"(smem_u32(tile)),
-          "l"(reinterpret_cast<uint64_t>(src)), "r"(dc * kTileD), "r"(s0), "r"(h), "r"(b), "r"(smem_u32(bar))
-          : "memory");
+      if constexpr (kSrcRank == 4) {
+        asm volatile(
+            "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+            "%5}], [%6];" ::"r"(smem_u32(tile)),
+            "l"(reinterpret_cast<uint64_t>(src)), "r"(dc * kTileD), "r"(s0), "r"(h), "r"(b), "r"(smem_u32(bar))
+            : "memory");
+      } else {
+        asm volatile(
+            "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
+            "%4}], [%5];" ::"r"(smem_u32(tile)),
+            "l"(reinterpret_cast<uint64_t>(src)), "r"(dc * kTileD), "r"(s0), "r"(h), "r"(smem_u32(bar))
+            : "memory");
+      }
     }
     uint32_t done = 0;
     while (!done) {
-      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                   : "=r"(done)
-                   : "r"(smem_u32(bar)), "r"(phase)
-                   : "memory");
+      asm volatile(
+          "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+          : "=r"(done)
+          : "r"(smem_u32(bar)), "r"(phase)
+          : "memory");
     }
     phase ^= 1;
     // Element-wise, so the 128B swizzle of the tile does not matter.
     auto* e = reinterpret_cast<__nv_bfloat16*>(tile);
-    for (int i = threadIdx.x; i < kTileS * kTileD; i += kThreads)
-      e[i] = __float2bfloat16(__bfloat162float(e[i]) * factor);
+    for (int i = threadIdx.x; i < kTileS * kTileD; i += kThreads) e[i] = __float2bfloat16(__bfloat162float(e[i]) * factor);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -59,7 +74,10 @@ __device__ void scale_tiles(const CUtensorMap* src, const CUtensorMap* dst, floa
   }
 }
 
-__device__ void body(const CUtensorMap* k, const CUtensorMap* v, const CUtensorMap* dk, const CUtensorMap* dv) {
+// dK = 2 K and dV = 4 V, tile by tile, through the maps the kernel is given; `dtiles` = head dim / 64.
+template <int kKRank = 4>
+__device__ void body(const CUtensorMap* k, const CUtensorMap* v, const CUtensorMap* dk, const CUtensorMap* dv,
+                     int dtiles = 2) {
   extern __shared__ uint8_t raw[];
   __shared__ __align__(8) uint64_t bar;
   uint8_t* tile = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
@@ -69,8 +87,8 @@ __device__ void body(const CUtensorMap* k, const CUtensorMap* v, const CUtensorM
   }
   __syncthreads();
   uint32_t phase = 0;
-  scale_tiles(k, dk, 2.0f, tile, &bar, phase);
-  scale_tiles(v, dv, 4.0f, tile, &bar, phase);
+  scale_tiles<kKRank>(k, dk, 2.0f, tile, &bar, phase, dtiles);
+  scale_tiles<4>(v, dv, 4.0f, tile, &bar, phase, dtiles);
 }
 
 }  // namespace
@@ -91,6 +109,23 @@ extern "C" __global__ void __launch_bounds__(kThreads)
              const __grid_constant__ CUtensorMap doutt, const __grid_constant__ CUtensorMap dv,
              const __grid_constant__ CUtensorMap dk, long long tail) {
   body(&k, &v, &dk, &dv);
+}
+
+// Head dim 256 (BlackwellFusedMultiHeadAttentionBackwardDKDVKernel's signature): K V Q Qt dO dOt dK dV.
+extern "C" __global__ void __launch_bounds__(kThreads)
+    FA4_HD256(int seqlen, const __grid_constant__ CUtensorMap k, const __grid_constant__ CUtensorMap v,
+              const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap qt, float scale,
+              const __grid_constant__ CUtensorMap dout, const __grid_constant__ CUtensorMap doutt,
+              const __grid_constant__ CUtensorMap dk, const __grid_constant__ CUtensorMap dv, long long tail) {
+  body(&k, &v, &dk, &dv, 4);
+}
+
+// 1-CTA with a broadcast K (stride 0 over the batch): K's map has rank 3, dK's rank 4.
+extern "C" __global__ void __launch_bounds__(kThreads)
+    FA4_BCAST(int seqlen, const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
+              const __grid_constant__ CUtensorMap v, float scale, const __grid_constant__ CUtensorMap dout,
+              const __grid_constant__ CUtensorMap dv, const __grid_constant__ CUtensorMap dk, long long tail) {
+  body<3>(&k, &v, &dk, &dv);
 }
 
 // Overhead benchmark kernels: no rule matches / four maps (Triton-like) / the FA4 signature; all empty.

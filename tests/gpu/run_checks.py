@@ -74,12 +74,13 @@ def fa4_matrix():
     os.makedirs(logdir, exist_ok=True)
     n = [0]
 
-    def one(launch, desc, scenario, mode, cta2=False, guarded=True):
+    def one(launch, desc, scenario, mode, cta2=False, guarded=True, variant=None):
         n[0] += 1
         log = os.path.join(logdir, f"case{n[0]}.jsonl")
-        argv = [exe, launch, desc, scenario] + (["--cta2"] if cta2 else [])
+        variant = "--cta2" if cta2 else variant
+        argv = [exe, launch, desc, scenario] + ([variant] if variant else [])
         p, recs, _ = run(argv, guarded=guarded, mode=mode, log=log)
-        name = f"{launch}/{desc}/{scenario}{'/2cta' if cta2 else ''}/{mode if guarded else 'unguarded'}"
+        name = f"{launch}/{desc}/{scenario}{'/' + variant[2:] if variant else ''}/{mode if guarded else 'unguarded'}"
         f = case_fields(p.stdout)
         v = events(recs, "violation")
         s = events(recs, "summary")
@@ -127,6 +128,15 @@ def fa4_matrix():
     one("graph_node", "encode", "dv_bad", "log")
     one("chevron", "encode", "dk_bad", None, guarded=False)
     one("library", "inline", "dk_bad", None, guarded=False)
+    # FA4 fidelity: the head-dim-256 kernel's signature (K V Q Qt dO dOt dK dV, head dim 256) and a broadcast K
+    # (its map has rank 3, dK's rank 4): clean runs exact, bad dK/dV stopped.
+    for variant in ("--hd256", "--bcast-k"):
+        one("chevron", "encode", "ok", "abort", variant=variant)
+        one("library", "inline", "ok", "abort", variant=variant)
+        one("chevron", "encode", "dk_bad", "abort", variant=variant)
+        one("driver", "inline", "dk_bad", "reject", variant=variant)
+        one("library", "encode", "dv_bad", "reject", variant=variant)
+        one("driver", "encode", "dv_bad", "log", variant=variant)
 
 
 def encode_warnings():

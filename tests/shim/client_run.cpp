@@ -23,8 +23,8 @@ std::string log_path() {
 
 }  // namespace
 
-ClientRun run_client(std::vector<std::string> args, std::map<std::string, std::string> env, bool linked,
-                     bool json_log, const ProcessOptions& opt) {
+ClientRun run_client(std::vector<std::string> args, std::map<std::string, std::string> env, bool linked, bool json_log,
+                     const ProcessOptions& opt) {
   const std::string log = log_path();
   std::map<std::string, std::string> e = {{"LD_PRELOAD", TG_LIB}, {"LD_LIBRARY_PATH", TG_FAKE_DIR},
                                           {"TMAGUARD_LOG", log},  {"TMAGUARD_LOG_FORMAT", json_log ? "json" : "text"},
@@ -53,8 +53,8 @@ ClientRun run_client(std::vector<std::string> args, std::map<std::string, std::s
 
 std::string describe(const ClientRun& r) {
   return "exit=" + std::to_string(r.p.code) + " signal=" + std::to_string(r.p.signal) +
-         (r.p.timed_out ? " TIMED OUT (killed)" : "") + "\nstdout:\n" + r.p.out +
-         "\nstderr:\n" + r.p.err + "\nlog:\n" + r.log_text;
+         (r.p.timed_out ? " TIMED OUT (killed)" : "") + "\nstdout:\n" + r.p.out + "\nstderr:\n" + r.p.err + "\nlog:\n" +
+         r.log_text;
 }
 
 std::string write_file(const std::string& name, const std::string& text) {

@@ -31,8 +31,10 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::map<s
     if (eq != std::string::npos) e[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   for (const auto& [k, v] : env) {
-    if (v.empty()) e.erase(k);
-    else e[k] = v;
+    if (v.empty())
+      e.erase(k);
+    else
+      e[k] = v;
   }
   std::vector<std::string> envs;
   for (const auto& [k, v] : e) envs.push_back(k + "=" + v);

@@ -116,9 +116,8 @@ TEST(Interposers, AnotherRtldNextShimInEitherOrderNeitherHangsNorLetsABadLaunchT
         tmaguard_first ? std::string(TG_LIB) + ":" + TG_OTHER_SHIM : std::string(TG_OTHER_SHIM) + ":" + TG_LIB;
     ProcessOptions opt;
     opt.timeout_s = 20;
-    const ClientRun r =
-        run_client({"direct", "launch", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "reject"}, {"LD_PRELOAD", preload}}, true,
-                   true, opt);
+    const ClientRun r = run_client({"direct", "launch", "fa4_dk_bad"},
+                                   {{"TMAGUARD_MODE", "reject"}, {"LD_PRELOAD", preload}}, true, true, opt);
     ASSERT_TRUE(r.p.exited) << (tmaguard_first ? "tmaguard first\n" : "other shim first\n") << describe(r);
     EXPECT_EQ(r.p.code, 3) << describe(r);
     EXPECT_EQ(r.ran, 0) << describe(r);
@@ -184,13 +183,17 @@ expect_map_count = [1]
   ProcessOptions opt;
   opt.timeout_s = 30;
   const ClientRun a = run_client({"dlsym", "launch", "named_kernel"},
-                                 {{"TMAGUARD_RULES", rules}, {"TG_KERNEL_NAME_REPEAT", "40"},
-                                  {"TG_KERNEL_NAME_CHAR", "a"}, {"TG_KERNEL_NAME_TAIL", "!"}},
+                                 {{"TMAGUARD_RULES", rules},
+                                  {"TG_KERNEL_NAME_REPEAT", "40"},
+                                  {"TG_KERNEL_NAME_CHAR", "a"},
+                                  {"TG_KERNEL_NAME_TAIL", "!"}},
                                  false, true, opt);
   ASSERT_TRUE(a.p.exited && a.p.code == 0) << describe(a);
   const ClientRun b = run_client({"dlsym", "launch", "named_kernel"},
-                                 {{"TMAGUARD_RULES", rules}, {"TG_KERNEL_NAME_REPEAT", "40000"},
-                                  {"TG_KERNEL_NAME_CHAR", "x"}, {"TG_KERNEL_NAME_TAIL", "_gemm_tail"}},
+                                 {{"TMAGUARD_RULES", rules},
+                                  {"TG_KERNEL_NAME_REPEAT", "40000"},
+                                  {"TG_KERNEL_NAME_CHAR", "x"},
+                                  {"TG_KERNEL_NAME_TAIL", "_gemm_tail"}},
                                  false, true, opt);
   ASSERT_TRUE(b.p.exited && b.p.code == 0) << describe(b);
   EXPECT_EQ(b.events("warning").size(), 0u) << "the 40000-character name matches gemm-anywhere: one map, as expected";
@@ -210,8 +213,8 @@ TEST(Rules, ThreeHundredThousandRulesStart) {
 
 // ---- 10. a log that cannot be written (full disk)
 TEST(Log, FullDiskSendsTheReportToStderrAndTheSummaryCountsTheLoss) {
-  const ClientRun logged = run_client({"dlsym", "launch", "fa4_dk_bad"},
-                                      {{"TMAGUARD_MODE", "log"}, {"TMAGUARD_LOG", "/dev/full"}});
+  const ClientRun logged =
+      run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "log"}, {"TMAGUARD_LOG", "/dev/full"}});
   ASSERT_TRUE(logged.p.exited && logged.p.code == 0) << describe(logged);
   EXPECT_NE(logged.p.err.find("\"rule\":\"fa4-dk-not-k-major\""), std::string::npos) << describe(logged);
   EXPECT_NE(logged.p.err.find("\"log_records_lost\":2"), std::string::npos)
@@ -226,18 +229,22 @@ TEST(Log, FullDiskSendsTheReportToStderrAndTheSummaryCountsTheLoss) {
 TEST(Log, ConcurrentWritersNeverSplitARecord) {
   const std::string log = "/tmp/tmaguard_concurrent_" + std::to_string(getpid()) + ".jsonl";
   std::remove(log.c_str());
-  const std::string cmd = std::string("for i in 1 2 3 4; do ") + TG_CLIENT +
-                          " getproc launch inspect_many_kernels >/dev/null & done; wait";
-  const ProcessResult p = run_process({"/bin/sh", "-c", cmd},
-                                      {{"LD_PRELOAD", TG_LIB}, {"LD_LIBRARY_PATH", TG_FAKE_DIR}, {"TMAGUARD_LOG", log},
-                                       {"TMAGUARD_MODE", "inspect"}, {"TMAGUARD_LOG_FORMAT", "json"}});
+  const std::string cmd =
+      std::string("for i in 1 2 3 4; do ") + TG_CLIENT + " getproc launch inspect_many_kernels >/dev/null & done; wait";
+  const ProcessResult p = run_process({"/bin/sh", "-c", cmd}, {{"LD_PRELOAD", TG_LIB},
+                                                               {"LD_LIBRARY_PATH", TG_FAKE_DIR},
+                                                               {"TMAGUARD_LOG", log},
+                                                               {"TMAGUARD_MODE", "inspect"},
+                                                               {"TMAGUARD_LOG_FORMAT", "json"}});
   ASSERT_EQ(p.code, 0) << p.err;
   std::istringstream lines(read_all(log));
   int inspect = 0, bad = 0, big = 0;
   for (std::string line; std::getline(lines, line);) {
     const json j = json::parse(line, nullptr, false);
-    if (j.is_discarded()) ++bad;
-    else if (j.value("event", "") == "inspect") ++inspect;
+    if (j.is_discarded())
+      ++bad;
+    else if (j.value("event", "") == "inspect")
+      ++inspect;
     if (line.size() > 4096) ++big;
   }
   EXPECT_EQ(bad, 0) << "records were split or interleaved";

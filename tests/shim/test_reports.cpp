@@ -87,7 +87,7 @@ TEST(Tool, CheckRulesAndReport) {
   const ProcessResult ok =
       run_process({TG_TOOL, "check-rules", std::string(TG_SOURCE_DIR) + "/rules/fa4_sm100_bwd.toml"}, {});
   EXPECT_EQ(ok.code, 0) << ok.err;
-  EXPECT_NE(ok.out.find("fa4_sm100_bwd.toml: 3 rules OK"), std::string::npos);
+  EXPECT_NE(ok.out.find("fa4_sm100_bwd.toml: 7 rules OK"), std::string::npos);
   const std::string bad = "/tmp/tmaguard_tool_bad.toml";
   std::ofstream(bad) << "[[rule]]\nid = \"x\"\nkernel = \"k\"\nexpect_map_count = [1]\nseverity = \"fatal\"\n";
   const ProcessResult b = run_process({TG_TOOL, "check-rules", bad}, {});

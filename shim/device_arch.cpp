@@ -1,0 +1,54 @@
+// tmaguard shim: compute capability per context (cuCtxGetCurrent, cuCtxGetDevice, cuDeviceGetAttribute).
+#include "device_arch.h"
+
+#include <pthread.h>
+
+#include <mutex>
+
+#include "driver.h"
+
+namespace tmaguard {
+namespace {
+
+struct Known {
+  CUcontext ctx = nullptr;
+  Arch arch;
+};
+constexpr int kContexts = 16;  // contexts remembered (one per GPU a process uses, usually)
+std::mutex g_mu;
+Known g_known[kContexts];
+int g_next = 0;
+
+Arch query() {
+  auto get_dev = TG_REAL(cuCtxGetDevice);
+  auto attr = TG_REAL(cuDeviceGetAttribute);
+  CUdevice dev = 0;
+  Arch a;
+  if (!get_dev || !attr || get_dev(&dev) != CUDA_SUCCESS) return {};
+  if (attr(&a.major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+      attr(&a.minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS)
+    return {};
+  return a;
+}
+
+}  // namespace
+
+Arch current_arch() {
+  static std::once_flag fork_safe;  // never hold the lock across fork
+  std::call_once(fork_safe, [] { pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); }, [] { g_mu.unlock(); }); });
+  auto get_ctx = TG_REAL(cuCtxGetCurrent);
+  CUcontext ctx = nullptr;
+  if (!get_ctx || get_ctx(&ctx) != CUDA_SUCCESS || !ctx) return {};
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (const Known& k : g_known)
+      if (k.ctx == ctx) return k.arch;
+  }
+  const Arch a = query();
+  if (!a.known()) return a;  // not cached: the next launch asks again
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_known[g_next++ % kContexts] = {ctx, a};
+  return a;
+}
+
+}  // namespace tmaguard

@@ -1,0 +1,260 @@
+// The FlashAttention-4 preset (rules/fa4_sm100_bwd.toml) on every configuration upstream has: identify, then judge.
+// Maps are built with the H200-pinned encoder, laid out the way CuTe DSL's TMA atoms describe FA4's tensors
+// (dim 0 the head dim; stride-0 modes dropped).
+#include <gtest/gtest.h>
+
+#include "tmaguard/judge.h"
+#include "tmaguard/rules.h"
+
+using namespace tmaguard;
+
+namespace {
+
+constexpr uint64_t kBase = 0x7f0000000000ULL, kStep = 0x1000000ULL;
+
+// One tensor as its TMA map sees it: dims (innermost first) and byte strides of dims 1.. (bf16).
+struct T {
+  std::vector<uint64_t> dims, strides;
+};
+// torch (b, s, h, d) contiguous, bf16: dims {d, s, h, b}. transposed: the same memory seen seqlen-contiguous.
+T bshd(uint64_t b, uint64_t s, uint64_t h, uint64_t d, bool transposed = false) {
+  if (!transposed) return {{d, s, h, b}, {2 * h * d, 2 * d, 2 * s * h * d}};
+  return {{s, d, h, b}, {2 * s, 2 * s * d, 2 * s * h * d}};
+}
+// varlen (total, h, d): dims {d, total, h}.
+T thd(uint64_t total, uint64_t h, uint64_t d, bool transposed = false) {
+  if (!transposed) return {{d, total, h}, {2 * h * d, 2 * d}};
+  return {{total, d, h}, {2 * total, 2 * total * d}};
+}
+
+TensorMapParam map(int param, uint64_t addr, const T& t, uint32_t inner_box = 64, uint32_t dtype = 9) {
+  EncodeArgs a;
+  a.dtype = dtype;
+  a.rank = static_cast<uint32_t>(t.dims.size());
+  a.address = addr;
+  for (std::size_t i = 0; i < t.dims.size(); ++i) {
+    a.dims[i] = t.dims[i];
+    a.box[i] = i == 0 ? inner_box : i == 1 ? 128 : 1;
+    a.element_strides[i] = 1;
+    if (i + 1 < t.dims.size()) a.strides[i] = t.strides[i];
+  }
+  a.swizzle = inner_box * element_size(static_cast<DataType>(dtype)) >= 128 ? 3 : 2;
+  uint8_t b[128];
+  EXPECT_EQ(encode(a, b), 0) << validate_encode(a).message;
+  return {param, 0, decode(b)};
+}
+
+const char* kSm100Bwd = "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__x_0";
+const char* kHd256 =
+    "kernel_cutlass_kernel_flash_attncutesm100_hd256_2cta_fmha_backward_dkdvkernelBlackwellFusedMultiHeadAttention"
+    "BackwardDKDVKernel_object_at__x_0";
+
+Judgement judge(const std::vector<TensorMapParam>& maps, const char* name = kSm100Bwd, Arch arch = {10, 0}) {
+  static const auto rules = parse_rules(builtin_rules_text(), "built-in").rules;
+  return judge_launch(*rules, rules_for_kernel(*rules, name), name, maps, arch);
+}
+
+struct Fa4 {
+  T q, k, v, dout, dk, dv;
+};
+// MHA: every tensor (b, s, h, hd); dV/V/dO use hdv.
+Fa4 mha(uint64_t hd, uint64_t hdv, bool dk_bad = false, bool dv_bad = false) {
+  return {bshd(2, 256, 4, hd),  bshd(2, 512, 4, hd),         bshd(2, 512, 4, hdv),
+          bshd(2, 256, 4, hdv), bshd(2, 512, 4, hd, dk_bad), bshd(2, 512, 4, hdv, dv_bad)};
+}
+
+// 1-CTA: Q K V dO dV dK (params interleave scalars; indices as CuTe DSL would number them).
+std::vector<TensorMapParam> one_cta(const Fa4& f, uint32_t box = 64) {
+  return {map(1, kBase, f.q, box),
+          map(2, kBase + kStep, f.k, box),
+          map(3, kBase + 2 * kStep, f.v, box),
+          map(5, kBase + 3 * kStep, f.dout, box),
+          map(6, kBase + 4 * kStep, f.dv, box),
+          map(7, kBase + 5 * kStep, f.dk, box)};
+}
+// 2-CTA: Q Qt K Kt V dO dOt dV dK, the transposed views sharing their tensor's address.
+std::vector<TensorMapParam> two_cta(const Fa4& f) {
+  return {map(1, kBase, f.q),
+          map(2, kBase, f.q, 32),
+          map(3, kBase + kStep, f.k),
+          map(5, kBase + kStep, f.k, 32),
+          map(6, kBase + 2 * kStep, f.v),
+          map(7, kBase + 3 * kStep, f.dout),
+          map(8, kBase + 3 * kStep, f.dout, 32),
+          map(9, kBase + 4 * kStep, f.dv),
+          map(10, kBase + 5 * kStep, f.dk)};
+}
+
+std::vector<std::string> rules_of(const Judgement& j) {
+  std::vector<std::string> v;
+  for (const Finding& f : j.findings) v.push_back(f.rule + (f.severity == Severity::kError ? "!" : "?"));
+  return v;
+}
+
+}  // namespace
+
+TEST(Fa4, PresetParsesAndMatchesKernelNames) {
+  const RulesResult r = parse_rules(builtin_rules_text(), "built-in");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_EQ(rules_for_kernel(*r.rules, kSm100Bwd).size(), 5u);
+  EXPECT_EQ(rules_for_kernel(*r.rules,
+                             "kernel_cutlass_kernel_xrexcutedslranker_fa4flash_bwd_sm100FlashAttentionBack"
+                             "wardSm100_o_0")
+                .size(),
+            5u);
+  EXPECT_EQ(rules_for_kernel(*r.rules, kHd256).size(), 2u);
+  EXPECT_TRUE(
+      rules_for_kernel(*r.rules, "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm90FlashAttentionBackwardSm90_0")
+          .empty());
+}
+
+// Every healthy configuration of the table is silent (no finding at all), on sm_100 and on an unknown GPU.
+TEST(Fa4, EveryHealthyConfigurationIsSilent) {
+  for (const Arch& arch : {Arch{10, 0}, Arch{}}) {
+    EXPECT_TRUE(judge(one_cta(mha(64, 64), 32), kSm100Bwd, arch).findings.empty()) << "1-CTA hd64";
+    EXPECT_TRUE(judge(one_cta(mha(96, 96), 16), kSm100Bwd, arch).findings.empty()) << "1-CTA hd96";
+    EXPECT_TRUE(judge(one_cta(mha(128, 128)), kSm100Bwd, arch).findings.empty()) << "1-CTA hd128";
+    EXPECT_TRUE(judge(two_cta(mha(128, 128)), kSm100Bwd, arch).findings.empty()) << "2-CTA hd128";
+    EXPECT_TRUE(judge(two_cta(mha(192, 128)), kSm100Bwd, arch).findings.empty()) << "2-CTA hd192/128";
+  }
+}
+
+TEST(Fa4, TransposedDkOrDvIsAnErrorInEveryTmaStoredConfiguration) {
+  for (const auto& [name, maps] : std::vector<std::pair<std::string, std::vector<TensorMapParam>>>{
+           {"1cta hd64 dK", one_cta(mha(64, 64, true), 32)},
+           {"1cta hd128 dK", one_cta(mha(128, 128, true))},
+           {"2cta hd128 dK", two_cta(mha(128, 128, true))},
+           {"2cta hd192 dK", two_cta(mha(192, 128, true))}}) {
+    EXPECT_EQ(rules_of(judge(maps)), std::vector<std::string>({"fa4-dk-not-k-major!"})) << name;
+  }
+  for (const auto& [name, maps] : std::vector<std::pair<std::string, std::vector<TensorMapParam>>>{
+           {"1cta hd96 dV", one_cta(mha(96, 96, false, true), 16)},
+           {"2cta hd192/128 dV", two_cta(mha(192, 128, false, true))}}) {
+    EXPECT_EQ(rules_of(judge(maps)), std::vector<std::string>({"fa4-dv-not-k-major!"})) << name;
+  }
+  const Judgement j = judge(one_cta(mha(128, 128, true)));
+  ASSERT_EQ(j.findings.size(), 1u);
+  const Finding& f = j.findings[0];
+  EXPECT_EQ(f.tensor, "dK");
+  EXPECT_EQ(f.param_index, 7);
+  EXPECT_EQ(f.expected, "dK K-major: innermost dimension (dim 0) equal to K's dim 0 = 128");
+  EXPECT_EQ(f.observed,
+            "dK dim 0 = 512 (dK dims {512,128,4,2}, K dims {128,512,4,2}): dK is transposed (MN-major; its contiguous "
+            "dim is K's dim 1)");
+  EXPECT_NE(f.hint.find("torch.empty_like(k)"), std::string::npos);
+}
+
+// Head dim 256: K V Q Qt dO dOt dK dV. Q's map keeps GQA's (h_r, h_k) modes, K's drops the stride-0 h_r mode.
+TEST(Fa4, HeadDim256KernelIsGuardedGqaIncluded) {
+  auto hd256 = [](bool dk_bad, bool dv_bad, uint64_t h_r) {
+    const T q{{256, 256, h_r, 2, 2}, {2 * 256 * h_r * 2, 2 * 256, 2 * 256 * h_r, 2 * 256 * 256 * h_r * 2}};
+    const T k = bshd(2, 512, 2, 256), v = bshd(2, 512, 2, 256);
+    return std::vector<TensorMapParam>{map(1, kBase + kStep, k),
+                                       map(4, kBase + 2 * kStep, v),
+                                       map(6, kBase, q),
+                                       map(8, kBase, q, 32),
+                                       map(10, kBase + 3 * kStep, q),
+                                       map(12, kBase + 3 * kStep, q, 32),
+                                       map(14, kBase + 5 * kStep, bshd(2, 512, 2, 256, dk_bad)),
+                                       map(16, kBase + 4 * kStep, bshd(2, 512, 2, 256, dv_bad))};
+  };
+  for (uint64_t h_r : {1, 4}) {
+    EXPECT_TRUE(judge(hd256(false, false, h_r), kHd256).findings.empty()) << h_r;
+    EXPECT_EQ(rules_of(judge(hd256(true, false, h_r), kHd256)), std::vector<std::string>({"fa4-dk-not-k-major!"}));
+    const Judgement j = judge(hd256(false, true, h_r), kHd256);
+    ASSERT_EQ(rules_of(j), std::vector<std::string>({"fa4-dv-not-k-major!"}));
+    EXPECT_EQ(j.findings[0].param_index, 16);
+    EXPECT_NE(j.findings[0].hint.find("The layout of dk/dv is not supported"), std::string::npos);
+  }
+  auto seven = hd256(false, false, 1);
+  seven.pop_back();
+  EXPECT_EQ(rules_of(judge(seven, kHd256)), std::vector<std::string>({"fa4-hd256-unexpected-map-count?"}));
+}
+
+// A broadcast (stride-0) K: its map drops that mode, so it has a lower rank than a contiguous dK = empty_like(k).
+TEST(Fa4, BroadcastKIsHealthyAndATransposedDkBesideItIsStillCaught) {
+  for (const bool two : {false, true}) {
+    Fa4 f = mha(128, 128);
+    f.k = {{128, 512, 4}, {2 * 4 * 128, 2 * 128}};  // K expanded over the batch: the batch mode is dropped
+    EXPECT_TRUE(judge(two ? two_cta(f) : one_cta(f)).findings.empty()) << two;
+    f.dk = bshd(2, 512, 4, 128, true);
+    EXPECT_EQ(rules_of(judge(two ? two_cta(f) : one_cta(f))), std::vector<std::string>({"fa4-dk-not-k-major!"}));
+  }
+}
+
+// GQA and varlen launches write dK/dV without a map: GQA is silent, MHA with varlen K is counted as not checkable.
+TEST(Fa4, PostprocessAndVarlenConfigurations) {
+  const Fa4 g{bshd(2, 256, 8, 128), bshd(2, 512, 2, 128), bshd(2, 512, 2, 128), bshd(2, 256, 8, 128), {}, {}};
+  auto four = [](const T& q, const T& k, const T& v, const T& dout) {
+    return std::vector<TensorMapParam>{map(1, kBase, q), map(2, kBase + kStep, k), map(3, kBase + 2 * kStep, v),
+                                       map(5, kBase + 3 * kStep, dout)};
+  };
+  auto seven = [](const T& q, const T& k, const T& v, const T& dout) {
+    return std::vector<TensorMapParam>{map(1, kBase, q),
+                                       map(2, kBase, q, 32),
+                                       map(3, kBase + kStep, k),
+                                       map(5, kBase + kStep, k, 32),
+                                       map(6, kBase + 2 * kStep, v),
+                                       map(7, kBase + 3 * kStep, dout),
+                                       map(8, kBase + 3 * kStep, dout, 32)};
+  };
+  // GQA (8 query heads, 2 KV heads), fixed and variable length: nothing to check, nothing said.
+  for (const Judgement& j : {judge(four(g.q, g.k, g.v, g.dout)), judge(seven(g.q, g.k, g.v, g.dout)),
+                             judge(four(thd(512, 8, 128), thd(1024, 2, 128), thd(1024, 2, 128), thd(512, 8, 128)))}) {
+    EXPECT_TRUE(j.findings.empty());
+    EXPECT_TRUE(j.not_checkable.empty());
+  }
+  // MHA with cu_seqlens_k: K's map has rank 3 and Q has K's head count.
+  for (const Judgement& j :
+       {judge(four(thd(512, 4, 128), thd(1024, 4, 128), thd(1024, 4, 128), thd(512, 4, 128))),
+        judge(seven(bshd(2, 256, 4, 128), thd(1024, 4, 128), thd(1024, 4, 128), bshd(2, 256, 4, 128)))}) {
+    EXPECT_TRUE(j.findings.empty());
+    ASSERT_EQ(j.not_checkable.size(), 1u);
+    EXPECT_EQ(j.not_checkable[0].reason, "dK/dV not checkable (plain stores)");
+    EXPECT_NE(j.not_checkable[0].message.find("torch.empty_like(k)"), std::string::npos);
+  }
+}
+
+// Maps that do not carry FA4's signature draw one warning naming what did not match, never an error.
+TEST(Fa4, UnrecognizedSignatureIsOneWarningSayingWhatDidNotMatch) {
+  auto maps = two_cta(mha(128, 128, true));
+  maps[1].decoded.view.address += kStep * 9;  // Qt no longer Q's tensor
+  Judgement j = judge(maps);
+  ASSERT_EQ(rules_of(j), std::vector<std::string>({"fa4-unrecognized-signature?"}));
+  EXPECT_EQ(
+      j.findings[0].observed.rfind("not met: Q and Qt have the same global address: Q at 0x7f0000000000, Qt at ", 0),
+      0u)
+      << j.findings[0].observed;
+
+  maps = one_cta(mha(128, 128));
+  maps[5].decoded.view.address = maps[1].decoded.view.address;  // dK written over K
+  EXPECT_EQ(rules_of(judge(maps)), std::vector<std::string>({"fa4-unrecognized-signature?"}));
+
+  maps = one_cta(mha(128, 128));
+  maps[5] = map(7, kBase + 5 * kStep, bshd(2, 512, 4, 64));  // dK of another head dim: not K's dims in any order
+  j = judge(maps);
+  ASSERT_EQ(rules_of(j), std::vector<std::string>({"fa4-unrecognized-signature?"}));
+  EXPECT_NE(j.findings[0].observed.find("dK's dims are K's, in any order"), std::string::npos);
+
+  maps = one_cta(mha(128, 128));
+  maps[1] = map(2, kBase + kStep, bshd(2, 512, 4, 64));  // K's head dim not Q's: a version this rule does not know
+  EXPECT_EQ(rules_of(judge(maps)), std::vector<std::string>({"fa4-unrecognized-signature?"}));
+}
+
+// Other dim orders and element types are warnings (not provably wrong for every caller of the kernel).
+TEST(Fa4, PermutedOuterDimsAndOtherElementTypesAreWarnings) {
+  auto maps = one_cta(mha(128, 128));
+  maps[5] = map(7, kBase + 5 * kStep, T{{128, 4, 512, 2}, {2 * 128, 2 * 4 * 128, 2 * 512 * 4 * 128}});  // (b, h, s, d)
+  EXPECT_EQ(rules_of(judge(maps)), std::vector<std::string>({"fa4-dk-shape-mismatch?"}));
+  maps = one_cta(mha(128, 128));
+  maps[4] = map(6, kBase + 4 * kStep, bshd(2, 512, 4, 128), 32, 7);  // dV float32
+  const Judgement j = judge(maps);
+  ASSERT_EQ(rules_of(j), std::vector<std::string>({"fa4-dv-dtype?"}));
+  EXPECT_EQ(j.findings[0].observed, "dV is float32");
+}
+
+TEST(Fa4, UnexpectedMapCountIsAWarning) {
+  auto maps = one_cta(mha(128, 128));
+  maps.resize(5);
+  EXPECT_EQ(rules_of(judge(maps)), std::vector<std::string>({"fa4-unexpected-map-count?"}));
+}

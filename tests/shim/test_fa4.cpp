@@ -1,0 +1,101 @@
+// Real processes with libtmaguard.so preloaded: every FlashAttention-4 backward configuration as a stand-in kernel
+// with the upstream argument order, on a GPU that reports compute capability 10.0 (Blackwell), in reject mode: no
+// healthy configuration may draw an error, every transposed dK/dV that is TMA-stored must, and Blackwell-only
+// descriptor features never draw one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "client_run.h"
+
+namespace {
+
+struct Row {
+  std::string config;
+  enum Kind { kChecked, kNothingToCheck, kNotCheckable } kind;
+};
+
+const std::vector<Row> kTable = {
+    {"1cta_hd64", Row::kChecked},    {"1cta_hd96", Row::kChecked},    {"1cta_hd128", Row::kChecked},
+    {"2cta_hd128", Row::kChecked},   {"2cta_hd192", Row::kChecked},   {"hd256", Row::kChecked},
+    {"broadcast_k", Row::kChecked},  {"gqa4", Row::kNothingToCheck},  {"gqa7", Row::kNothingToCheck},
+    {"varlen4", Row::kNotCheckable}, {"varlen7", Row::kNotCheckable},
+};
+
+class Fa4Config : public ::testing::TestWithParam<Row> {};
+
+TEST_P(Fa4Config, HealthyIsSilentAndATransposedDkOrDvIsStoppedWhereItIsStoredByTma) {
+  const Row& row = GetParam();
+  for (const char* bad : {"none", "dk", "dv"}) {
+    const ClientRun r = run_client(
+        {"getproc", "ex", "fa4_config"},
+        {{"TMAGUARD_MODE", "reject"}, {"FAKECUDA_CC", "10.0"}, {"TG_FA4_CONFIG", row.config}, {"TG_FA4_BAD", bad}});
+    const std::string what = row.config + " bad=" + bad + "\n" + describe(r);
+    ASSERT_TRUE(r.p.exited) << what;
+    EXPECT_TRUE(r.events("warning").empty()) << what;
+    const bool expect_stop = row.kind == Row::kChecked && std::string(bad) != "none";
+    if (!expect_stop) {
+      EXPECT_EQ(r.p.code, 0) << what;
+      EXPECT_EQ(r.ran, 2) << what;
+      EXPECT_TRUE(r.events("violation").empty()) << what;
+    } else {
+      EXPECT_EQ(r.ran, 0) << what;
+      ASSERT_EQ(r.events("violation").size(), 1u) << what;
+      EXPECT_EQ(r.events("violation")[0]["rule"], std::string("fa4-") + bad + "-not-k-major") << what;
+    }
+    const auto nc = r.events("not-checkable");
+    ASSERT_EQ(r.events("summary").size(), 1u) << what;
+    if (row.kind == Row::kNotCheckable) {
+      ASSERT_EQ(nc.size(), 1u) << "said once per process\n" << what;
+      EXPECT_NE(nc[0]["message"].get<std::string>().find("cu_seqlens_k"), std::string::npos);
+      EXPECT_EQ(r.events("summary")[0]["not_checkable"]["dK/dV not checkable (plain stores)"], 2) << what;
+    } else {
+      EXPECT_TRUE(nc.empty()) << what;
+      EXPECT_TRUE(r.events("summary")[0]["not_checkable"].empty()) << what;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryUpstreamConfiguration, Fa4Config, ::testing::ValuesIn(kTable),
+                         [](const auto& info) { return info.param.config; });
+
+// The text summary names what could not be checked.
+TEST(Fa4Config, TextSummaryCountsLaunchesThatCouldNotBeChecked) {
+  const ClientRun r =
+      run_client({"getproc", "ex", "fa4_config"}, {{"TG_FA4_CONFIG", "varlen4"}, {"TMAGUARD_LOG", ""}}, false, false);
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_NE(r.p.err.find("; not checkable: dK/dV not checkable (plain stores) x2 ("), std::string::npos) << r.p.err;
+  EXPECT_EQ(std::count(r.p.err.begin(), r.p.err.end(), '\n'), 2) << "the notice and the summary, nothing else\n"
+                                                                 << r.p.err;
+}
+
+// Descriptors with every Blackwell-only feature, each with an sm_90 driver rule broken too: warnings only, on sm_100
+// and on sm_90 alike; the launches run.
+TEST(Blackwell, DescriptorFeaturesOfSm100NeverDrawAnError) {
+  for (const char* cc : {"10.0", "9.0"}) {
+    const ClientRun r = run_client({"getproc", "launch", "blackwell_features", "--inline"},
+                                   {{"TMAGUARD_MODE", "reject"}, {"FAKECUDA_CC", cc}});
+    ASSERT_TRUE(r.p.exited && r.p.code == 0) << cc << "\n" << describe(r);
+    EXPECT_EQ(r.ran, 2) << describe(r);
+    EXPECT_TRUE(r.events("violation").empty()) << describe(r);
+    EXPECT_GE(r.events("warning").size(), 3u) << "the features are seen and said, as warnings\n" << describe(r);
+  }
+}
+
+// The driver's rules measured on the H200 stop a launch on sm_90 and only warn on sm_100.
+TEST(Blackwell, DriverRulesAreErrorsOnSm90OnlyNullAddressEverywhere) {
+  for (const auto& [cc, code] : std::vector<std::pair<std::string, int>>{{"9.0", 3}, {"10.0", 0}}) {
+    const ClientRun r =
+        run_client({"dlsym", "launch", "inline_bad_descriptor"}, {{"TMAGUARD_MODE", "reject"}, {"FAKECUDA_CC", cc}});
+    EXPECT_EQ(r.p.code, code) << cc << "\n" << describe(r);
+    const auto& records = code ? r.events("violation") : r.events("warning");
+    ASSERT_EQ(records.size(), 1u) << describe(r);
+    EXPECT_EQ(records[0]["rule"], "tmap-driver-would-reject");
+  }
+  const ClientRun null =
+      run_client({"dlsym", "launch", "many_params"}, {{"TMAGUARD_MODE", "reject"}, {"FAKECUDA_CC", "10.0"}});
+  ASSERT_EQ(null.events("violation").size(), 1u) << describe(null);
+  EXPECT_EQ(null.events("violation")[0]["rule"], "tmap-null-address");
+}
+
+}  // namespace
