@@ -37,13 +37,21 @@ __attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, void*
   if (!params || !e.clean_key) return false;
   uint64_t key = 0;
   bool keyed;
-  if (e.n_maps != kManyMaps) {
+  if (e.n_maps < kPairs) {  // whole 128-byte parameters
     keyed = launch_key(
         kernel_identity(e.info), e.n_maps, [&](std::size_t i) { return static_cast<const uint8_t*>(params[e.idx[i]]); },
         &key);
+  } else if (e.n_maps != kManyMaps) {  // maps inside parameters: (index, offset / 64) pairs
+    keyed = launch_key(
+        kernel_identity(e.info), e.n_maps & ~kPairs,
+        [&](std::size_t i) {
+          const auto* p = static_cast<const uint8_t*>(params[e.idx[2 * i]]);
+          return p ? p + 64 * std::size_t{e.idx[2 * i + 1]} : nullptr;
+        },
+        &key);
   } else {
     const KernelInfo& k = *e.info;
-    const LaunchArgs args{params, nullptr, 0};
+    const LaunchArgs args{params, nullptr, 0, true};
     keyed = launch_key(
         kernel_identity(&k), k.maps.size(), [&](std::size_t i) { return map_bytes(k.layout, k.maps[i], args); }, &key);
   }

@@ -37,10 +37,14 @@ struct FrontEntry {
   const void* f;           // the launch handle (CUfunction or CUkernel)
   const KernelInfo* info;  // nullptr: empty entry
   uint64_t clean_key;      // the last launch key found clean for this kernel on this thread (0: none)
-  uint8_t n_maps;          // tensor-map slots, or kManyMaps when they do not fit in `idx`
-  uint8_t idx[7];          // their parameter indices (whole 128-byte parameters only)
+  uint8_t n_maps;          // how `idx` holds the kernel's map slots (below)
+  uint8_t idx[7];
 };
 static_assert(sizeof(FrontEntry) == 32);
+// n_maps: 0..7 whole 128-byte parameters, their indices in idx; kPairs | n (n <= 3): maps inside parameters, idx
+// holding (parameter index, offset / 64) pairs (a CUTLASS Params struct with three maps); kManyMaps: anything else,
+// read from the KernelInfo.
+constexpr uint8_t kPairs = 0x80;
 constexpr uint8_t kManyMaps = 0xff;
 constexpr unsigned kFrontEntries = 16;
 

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -52,7 +53,11 @@ std::size_t mix(uintptr_t k) {
 
 bool live(const KernelInfo* i) { return i != nullptr && i != kDead; }
 
-const KernelInfo* build(CUfunction f) {
+// The parameter block's base mod 64, learned from the first kernel with a 128-byte parameter (-1: not yet). It is
+// the driver's, the same for every kernel of a process (0x210 on an H200).
+std::atomic<int> g_base_mod64{-1};
+
+const KernelInfo* build(CUfunction f, const LaunchArgs* args) {
   auto* k = new KernelInfo;
   const char* name = nullptr;
   bool is_kernel = false;
@@ -83,6 +88,23 @@ const KernelInfo* build(CUfunction f) {
     if (size == kTensorMapBytes) k->maps.push_back({static_cast<uint32_t>(i), 0});
   }
   k->params_truncated = i == kMaxParams && info(i, &off, &size) == CUDA_SUCCESS;
+  // Maps inside larger parameters: searched once, with this first launch's bytes, at every legal position.
+  std::optional<uint32_t> base = param_base_mod64(k->layout);
+  if (base) {
+    int unknown = -1;
+    g_base_mod64.compare_exchange_strong(unknown, static_cast<int>(*base), std::memory_order_relaxed);
+  } else if (const int known = g_base_mod64.load(std::memory_order_relaxed); known >= 0) {
+    base = static_cast<uint32_t>(known);
+  }
+  const auto& sizes = k->layout.sizes;
+  if (args && std::any_of(sizes.begin(), sizes.end(), [](std::size_t s) { return s > kTensorMapBytes; })) {
+    const std::vector<MapSlot> inner = find_embedded_maps(k->layout, *args, base);
+    k->maps.insert(k->maps.end(), inner.begin(), inner.end());
+    std::sort(k->maps.begin(), k->maps.end(), [](const MapSlot& a, const MapSlot& b) {
+      return a.param != b.param ? a.param < b.param : a.offset < b.offset;
+    });
+    k->structs_searched = true;
+  }
   // The owner, so that an unload can forget this kernel (a driver without these calls: any unload forgets all).
   if (is_kernel) {
     CUlibrary lib = nullptr;
@@ -104,7 +126,7 @@ std::atomic<uint64_t> g_clean[kCleanSlots];
 
 }  // namespace
 
-FrontEntry& front_entry(CUfunction f) {
+FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
   // An unload since this thread last looked: any entry may describe a freed (and reused) handle.
   const uint32_t epoch = g_hot.unload_epoch.load(std::memory_order_acquire);
   if (t_hot.unload_epoch != epoch) {
@@ -113,23 +135,33 @@ FrontEntry& front_entry(CUfunction f) {
   }
   FrontEntry& e = front_slot(f);
   if (e.f == f && e.info) return e;
-  const KernelInfo* info = kernel_info(f);
+  const KernelInfo* info = kernel_info(f, args);
   e.f = f;
   e.info = info;
   e.clean_key = 0;
-  // The front entry carries up to seven whole-parameter slots with an index below 256; anything else is read
-  // from the KernelInfo (2-CTA FA4 has nine maps).
-  const std::size_t n = info->maps.size();
-  bool fits = n <= sizeof(e.idx);
-  for (std::size_t i = 0; fits && i < n; ++i) {
-    fits = info->maps[i].offset == 0 && info->maps[i].param < 256;
-    if (fits) e.idx[i] = static_cast<uint8_t>(info->maps[i].param);
+  // The front entry carries up to seven whole-parameter slots with an index below 256, or up to three slots inside
+  // parameters as (index, offset / 64) pairs; anything else is read from the KernelInfo (2-CTA FA4 has nine maps).
+  const std::vector<MapSlot>& m = info->maps;
+  const bool whole = std::all_of(m.begin(), m.end(), [](const MapSlot& s) { return s.offset == 0 && s.param < 256; });
+  const bool pairs = std::all_of(m.begin(), m.end(), [](const MapSlot& s) {
+    return s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 256;
+  });
+  if (whole && m.size() <= sizeof(e.idx)) {
+    for (std::size_t i = 0; i < m.size(); ++i) e.idx[i] = static_cast<uint8_t>(m[i].param);
+    e.n_maps = static_cast<uint8_t>(m.size());
+  } else if (pairs && m.size() <= sizeof(e.idx) / 2) {
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      e.idx[2 * i] = static_cast<uint8_t>(m[i].param);
+      e.idx[2 * i + 1] = static_cast<uint8_t>(m[i].offset / 64);
+    }
+    e.n_maps = static_cast<uint8_t>(kPairs | m.size());
+  } else {
+    e.n_maps = kManyMaps;
   }
-  e.n_maps = fits ? static_cast<uint8_t>(n) : kManyMaps;
   return e;
 }
 
-const KernelInfo* kernel_info(CUfunction f) {
+const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
   Slot* table = slots();
   const auto key = reinterpret_cast<uintptr_t>(f);
   std::size_t i = mix(key) & (kSlots - 1);
@@ -139,7 +171,7 @@ const KernelInfo* kernel_info(CUfunction f) {
       const KernelInfo* info = table[i].info.load(std::memory_order_acquire);
       if (live(info)) return info;
       if (info == nullptr) break;          // another thread is filling it in: use the overflow map below (rare)
-      const KernelInfo* built = build(f);  // forgotten after an unload: the handle now names another kernel
+      const KernelInfo* built = build(f, args);  // forgotten after an unload: the handle now names another kernel
       const KernelInfo* expected = kDead;
       if (table[i].info.compare_exchange_strong(expected, built, std::memory_order_acq_rel)) return built;
       delete built;
@@ -148,7 +180,7 @@ const KernelInfo* kernel_info(CUfunction f) {
     }
     if (k != 0) continue;
     if (g_used.load(std::memory_order_relaxed) >= kSlots * 3 / 4) break;
-    const KernelInfo* built = build(f);
+    const KernelInfo* built = build(f, args);
     uintptr_t expected = 0;
     if (table[i].key.compare_exchange_strong(expected, key, std::memory_order_acq_rel)) {
       g_used.fetch_add(1, std::memory_order_relaxed);
@@ -166,7 +198,7 @@ const KernelInfo* kernel_info(CUfunction f) {
   if (!g_overflow) g_overflow = new std::unordered_map<uintptr_t, const KernelInfo*>;
   auto it = g_overflow->find(key);
   if (it != g_overflow->end()) return it->second;
-  const KernelInfo* built = build(f);
+  const KernelInfo* built = build(f, args);
   (*g_overflow)[key] = built;
   return built;
 }
@@ -189,6 +221,16 @@ void forget_kernels_of(const void* owner, const void* module) {
         it = doomed(it->second) ? g_overflow->erase(it) : ++it;
   }
   g_hot.unload_epoch.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void for_each_kernel(void (*fn)(const KernelInfo&)) {
+  if (Slot* table = g_slots_ptr.load(std::memory_order_acquire)) {
+    for (std::size_t i = 0; i < kSlots; ++i)
+      if (const KernelInfo* k = table[i].info.load(std::memory_order_acquire); live(k)) fn(*k);
+  }
+  std::lock_guard<std::mutex> lock(g_overflow_mu);
+  if (g_overflow)
+    for (const auto& entry : *g_overflow) fn(*entry.second);
 }
 
 bool clean_cache_contains(uint64_t key) {

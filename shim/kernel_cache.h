@@ -3,6 +3,7 @@
 // found clean.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,20 +16,33 @@ namespace tmaguard {
 
 struct KernelInfo {
   std::string name;
-  std::vector<int> rules;         // indices of the rules whose kernel matcher accepts this kernel
-  ParamLayout layout;             // every parameter's offset and size
-  std::vector<MapSlot> maps;      // tensor-map candidates, in parameter order
+  std::vector<int> rules;  // indices of the rules whose kernel matcher accepts this kernel
+  ParamLayout layout;      // every parameter's offset and size
+  // Tensor-map candidates: 128-byte parameters, and maps found inside larger ones (searched once, on the kernel's
+  // first launch), in parameter then offset order.
+  std::vector<MapSlot> maps;
   const void* owner = nullptr;    // its CUmodule (CUfunction) or CUlibrary (CUkernel); nullptr when unknown
   bool params_truncated = false;  // more parameters than tmaguard reads (kMaxParams): the rest were not checked
+  bool structs_searched = false;  // the first launch provided the large parameters' bytes
+
+  // Inspect mode's census (what tmaguard could see over the run), updated by every inspected launch.
+  mutable std::atomic<uint64_t> launches{0};
+  mutable std::atomic<int> maps_in_params{0}, maps_in_structs{0}, template_maps{0};
+
+  bool embedded(const MapSlot& s) const { return layout.sizes[s.param] > kTensorMapBytes; }
 };
 
 //! Facts for a launch handle (CUfunction, or a CUkernel passed where a CUfunction is expected). Never null.
 //! Read-mostly: a lock-free table, filled on a kernel's first launch. KernelInfo objects are never freed, so a
 //! pointer to one identifies one kernel for the life of the process (a handle may be reused after an unload).
-const KernelInfo* kernel_info(CUfunction f);
+//! `args`: the launch's arguments, with which a kernel's first launch searches its parameters over 128 bytes for
+//! embedded maps (nullptr: no search).
+const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args);
 //! This thread's front-cache entry for `f` (hot.h), filled from kernel_info() when it holds another kernel or
 //! when a module was unloaded since this thread last looked.
-FrontEntry& front_entry(CUfunction f);
+FrontEntry& front_entry(CUfunction f, const LaunchArgs* args);
+//! Every kernel known (for inspect mode's census at exit).
+void for_each_kernel(void (*fn)(const KernelInfo&));
 
 //! Forgets every kernel of this module or library (and of `module`, a library's context module, when given), so
 //! that a handle the driver reuses after the unload is looked up afresh; nullptr owner: forget every kernel.

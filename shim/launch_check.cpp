@@ -6,6 +6,7 @@
 //   report:  provenance of the maps findings name, then the reporter applies the mode (run, reject, abort)
 #include "launch_check.h"
 
+#include <algorithm>
 #include <exception>
 #include <functional>
 
@@ -35,6 +36,7 @@ void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMap
   uint64_t layout = std::hash<std::string>{}(k->name);
   for (const TensorMapParam& m : maps) {
     const TensorMapView& v = m.decoded.view;
+    layout = launch_key_fold(layout, (uint64_t{static_cast<uint32_t>(m.param_index)} << 32) | m.offset);
     if (!m.decoded.ok()) {
       layout = launch_key_fold(layout, 1);
       continue;
@@ -52,23 +54,34 @@ void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMap
   for (std::size_t i = 0; i < k->layout.offsets.size(); ++i)
     r.params.emplace_back(k->layout.offsets[i], k->layout.sizes[i]);
   for (std::size_t i = 0; i < maps.size(); ++i)
-    r.maps.push_back({static_cast<int>(i), maps[i].param_index, maps[i].decoded,
+    r.maps.push_back({static_cast<int>(i), maps[i].param_index, maps[i].offset, maps[i].embedded, maps[i].decoded,
                       maps[i].decoded.ok() ? provenance_for(hashes[i]) : std::string()});
   report_inspect("inspect|" + std::to_string(layout), r);
+  // The census at exit: what this kernel's last launch let tmaguard see.
+  int whole = 0, inner = 0, templates = 0;
+  for (const TensorMapParam& m : maps) {
+    if (!m.decoded.ok()) continue;
+    if (!m.embedded) ++whole;
+    else if (++inner, template_map(m.decoded.view)) ++templates;
+  }
+  k->maps_in_params.store(whole, std::memory_order_relaxed);
+  k->maps_in_structs.store(inner, std::memory_order_relaxed);
+  k->template_maps.store(templates, std::memory_order_relaxed);
 }
 
 // False when the launch cannot be judged (no maps, or the caller did not provide their bytes).
 bool collect(CUfunction f, void** kernel_params, void** extra, Collected& c) {
-  c.front = &front_entry(f);
+  const LaunchArgs args = kernel_params ? LaunchArgs{kernel_params, nullptr, 0, true} : parse_extra(extra);
+  const bool readable = args.kernel_params || (args.buffer && args.size_declared);
+  c.front = &front_entry(f, readable ? &args : nullptr);  // a kernel's first launch searches its structs with these
   c.kernel = c.front->info;
   const KernelInfo& k = *c.kernel;
   if (k.params_truncated)
     report_notice("params-truncated|" + k.name, "not-checked",
                   "kernel " + k.name + " has more parameters than tmaguard reads; the rest were not checked");
   if (k.maps.empty()) return false;
-  const LaunchArgs args = kernel_params ? LaunchArgs{kernel_params, nullptr, 0, true} : parse_extra(extra);
   if (!args.kernel_params && !args.buffer) return false;  // the driver will refuse this launch itself
-  if (!args.kernel_params && !args.size_declared) {
+  if (!readable) {
     report_notice("extra-without-size", "not-checked",
                   "a launch passed its parameters with CU_LAUNCH_PARAM_BUFFER_POINTER but no "
                   "CU_LAUNCH_PARAM_BUFFER_SIZE: tmaguard reads only what the caller declares, so such launches are not "
@@ -88,6 +101,7 @@ std::vector<TensorMapParam> decode_all(const Collected& c) {
   for (std::size_t i = 0; i < maps.size(); ++i) {
     maps[i].param_index = static_cast<int>(c.kernel->maps[i].param);
     maps[i].offset = c.kernel->maps[i].offset;
+    maps[i].embedded = c.kernel->embedded(c.kernel->maps[i]);
     maps[i].decoded = decode(c.bytes[i]);
   }
   return maps;
@@ -115,7 +129,9 @@ Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel
   bump(t.launches_seen);
   const bool inspecting = mode() == Mode::kInspect;
   Collected c;
-  if (!collect(f, kernel_params, extra, c)) {
+  const bool collected = collect(f, kernel_params, extra, c);
+  if (inspecting) c.kernel->launches.fetch_add(1, std::memory_order_relaxed);
+  if (!collected) {
     if (inspecting && c.kernel->maps.empty()) inspect(c.kernel, geom, {}, {});
     return Verdict::kRun;
   }
@@ -131,7 +147,29 @@ Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel
   return report(c, maps, j);
 }
 
+void census_of(const KernelInfo& k) {
+  CensusRecord r;
+  r.kernel = k.name;
+  r.launches = k.launches.load(std::memory_order_relaxed);
+  if (r.launches == 0) return;
+  r.params = static_cast<int>(k.layout.sizes.size());
+  r.maps_in_params = k.maps_in_params.load(std::memory_order_relaxed);
+  r.maps_in_structs = k.maps_in_structs.load(std::memory_order_relaxed);
+  r.template_maps = k.template_maps.load(std::memory_order_relaxed);
+  for (std::size_t p = 0; p < k.layout.sizes.size(); ++p) {
+    if (k.layout.sizes[p] <= kTensorMapBytes) continue;
+    const int n = static_cast<int>(
+        std::count_if(k.maps.begin(), k.maps.end(), [&](const MapSlot& s) { return s.param == p; }));
+    r.large_params.push_back({static_cast<int>(p), k.layout.sizes[p], n});
+  }
+  report_census(r);
+}
+
 }  // namespace
+
+void report_census_at_exit() {
+  if (armed_already() && mode() == Mode::kInspect) for_each_kernel(census_of);
+}
 
 Verdict check_launch(CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
   HookScope scope;

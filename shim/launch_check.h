@@ -15,4 +15,7 @@ struct Geometry {
 //! kReject: the launch must not happen (reject mode); abort mode never returns after an error.
 Verdict check_launch(CUfunction f, const Geometry& geom, void** kernel_params, void** extra);
 
+//! Inspect mode, at exit: one census record per kernel launched (what tmaguard could see of its tensor maps).
+void report_census_at_exit();
+
 }  // namespace tmaguard

@@ -231,6 +231,13 @@ void report_not_checkable(const std::string& reason, const std::string& message)
   emit_locked(*rep, render_notice("not-checkable", message, context(*rep), rep->cfg.format));
 }
 
+void report_census(const CensusRecord& record) {
+  Reporter* rep = g_rep.load(std::memory_order_acquire);
+  if (!rep) return;
+  Locked lock;
+  emit_locked(*rep, render_census(record, context(*rep), rep->cfg.format));
+}
+
 void report_inspect(const std::string& key, const InspectRecord& record) {
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep) return;

@@ -24,6 +24,8 @@ void report_notice(const std::string& key, const char* event, const std::string&
 void report_not_checkable(const std::string& reason, const std::string& message);
 //! Inspect mode: writes the record once per key (kernel + tensor-map layout).
 void report_inspect(const std::string& key, const InspectRecord& record);
+//! Inspect mode's per-kernel census record (written at exit, before the summary).
+void report_census(const CensusRecord& record);
 //! The exit summary (registered with atexit once the reporter is open).
 void report_summary_at_exit();
 

@@ -14,6 +14,7 @@
 
 #include "counters.h"
 #include "driver.h"
+#include "launch_check.h"
 #include "reporter.h"
 #include "tmaguard/rules.h"
 
@@ -40,6 +41,12 @@ void fork_parent() {
 void fork_child() {
   counters_fork_child();
   reporter_fork_child();
+}
+
+// At exit: inspect mode's census, then the summary.
+void exit_reports() {
+  report_census_at_exit();
+  report_summary_at_exit();
 }
 
 // The rules in force: the built-in preset, then TMAGUARD_RULES files (a rule with the same id replaces the
@@ -97,7 +104,7 @@ bool init() {
   static std::atomic<bool> registered{false};
   if (!registered.exchange(true)) {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
-    std::atexit(report_summary_at_exit);
+    std::atexit(exit_reports);
   }
   return !g_cannot_work_said.load();
 }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -27,12 +28,20 @@ int check_rules(const std::vector<std::string>& files, bool show_builtin) {
   for (const std::string& f : files) {
     const tmaguard::RulesResult r = tmaguard::load_rules_file(f);
     for (const std::string& e : r.errors) std::cerr << e << "\n";
-    if (r.errors.empty())
-      std::cout << fmt::format("{}: {} rules OK\n", f, tmaguard::rule_count(*r.rules));
-    else
+    if (!r.errors.empty()) {
       ++bad;
+      continue;
+    }
+    std::cout << fmt::format("{}: {} rules OK\n", f, tmaguard::rule_count(*r.rules));
+    for (const std::string& line : tmaguard::describe_rules(*r.rules)) std::cout << "  " << line << "\n";
   }
   return bad ? 1 : 0;
+}
+
+// "7" for a 128-byte parameter, "0+1152" for a map 1152 bytes into parameter 0.
+std::string where(const nlohmann::json& m) {
+  const int off = m.value("param_offset", 0);
+  return off ? fmt::format("{}+{}", m.value("param_index", -1), off) : fmt::format("{}", m.value("param_index", -1));
 }
 
 std::string short_name(const std::string& k) {
@@ -46,6 +55,12 @@ int report(const std::vector<std::string>& files) {
     std::size_t maps = 0;
   };
   std::map<std::string, KernelRow> kernels;
+  struct CensusRow {
+    uint64_t launches = 0;
+    int in_params = 0, in_structs = 0, templates = 0, large_without = 0;
+    uint64_t windows = 0;  // 64-byte-aligned 128-byte windows inside the large parameters: the places searched
+  };
+  std::map<std::string, CensusRow> census;
   std::map<std::pair<std::string, std::string>, uint64_t> violations;  // (rule, rank) -> occurrences
   std::map<std::string, std::set<std::string>> violation_kernels;
   std::map<std::string, uint64_t> notices;
@@ -74,20 +89,35 @@ int report(const std::vector<std::string>& files) {
       const std::string rank = j.contains("rank") && j["rank"].is_string() ? j["rank"].get<std::string>() : "-";
       if (ev == "inspect") {
         KernelRow& k = kernels[j.value("kernel", "?")];
-        k.maps = j["tensor_maps"].size();
+        k.maps = std::max<std::size_t>(k.maps, j["tensor_maps"].size());
         std::string layout;
         for (const auto& m : j["tensor_maps"]) {
           if (m.contains("tensor_map")) {
             const auto& t = m["tensor_map"];
-            layout +=
-                fmt::format("\n      param {:<3} {} dims {} strides {} box {} swizzle {}", m.value("param_index", -1),
-                            t.value("dtype", "?"), t["dims"].dump(), t["strides_bytes"].dump(),
-                            t.contains("box") ? t["box"].dump() : "-", t.value("swizzle", "?"));
+            layout += fmt::format("\n      param {:<6} {} dims {} strides {} box {} swizzle {}{}", where(m),
+                                  t.value("dtype", "?"), t["dims"].dump(), t["strides_bytes"].dump(),
+                                  t.contains("box") ? t["box"].dump() : "-", t.value("swizzle", "?"),
+                                  m.value("template", false) ? " (template)" : "");
           } else {
-            layout += fmt::format("\n      param {:<3} not a tensor map", m.value("param_index", -1));
+            layout += fmt::format("\n      param {:<6} not a tensor map", where(m));
           }
         }
         k.layouts.insert(layout);
+      } else if (ev == "census") {
+        CensusRow& c = census[j.value("kernel", "?")];
+        c.launches += j.value("launches", 0ULL);
+        c.in_params = std::max(c.in_params, j.value("maps_in_params", 0));
+        c.in_structs = std::max(c.in_structs, j.value("maps_in_structs", 0));
+        c.templates = std::max(c.templates, j.value("template_maps", 0));
+        int without = 0;
+        uint64_t windows = 0;
+        for (const auto& p : j["large_params"]) {
+          if (p.value("maps", 0) == 0) ++without;
+          const uint64_t size = p.value("size", 0ULL);
+          if (size >= 128) windows += (size - 128) / 64 + 1;
+        }
+        c.large_without = std::max(c.large_without, without);
+        c.windows = std::max(c.windows, windows);
       } else if (ev == "violation" || ev == "warning") {
         ++violations[{j.value("rule", "?"), rank}];
         violation_kernels[j.value("rule", "?")].insert(j.value("kernel", "?"));
@@ -115,6 +145,26 @@ int report(const std::vector<std::string>& files) {
                                occ == occurrences.end() ? std::string("-") : std::to_string(occ->second),
                                short_name(*ks.begin()), ks.size() > 1 ? fmt::format(" (+{} more)", ks.size() - 1) : "");
     }
+  }
+  if (!census.empty()) {
+    uint64_t all = 0, readable = 0, windows = 0, struct_maps = 0;
+    for (const auto& [name, c] : census) {
+      all += c.launches;
+      if (c.in_params + c.in_structs > c.templates) readable += c.launches;
+      windows += c.windows;
+      struct_maps += c.in_structs;
+    }
+    std::cout << fmt::format("\ncoverage: {} of {} launches had tensor maps tmaguard could read ({} kernels)\n", readable,
+                             all, census.size());
+    std::cout << fmt::format("searched: {} candidate windows inside parameters over 128 bytes; {} held tensor maps\n",
+                             windows, struct_maps);
+    std::cout << fmt::format("  {:>9} {:>14} {:>16} {:>10} {:>21} {:>9}  kernel\n", "launches", "maps in 128 B",
+                             "maps in structs", "templates", "large params, no map", "windows");
+    std::vector<std::pair<std::string, CensusRow>> rows(census.begin(), census.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.launches > b.second.launches; });
+    for (const auto& [name, c] : rows)
+      std::cout << fmt::format("  {:>9} {:>14} {:>16} {:>10} {:>21} {:>9}  {}\n", c.launches, c.in_params,
+                               c.in_structs, c.templates, c.large_without, c.windows, short_name(name));
   }
   if (!kernels.empty()) {
     std::cout << "\nkernels (inspect records; dims in tensor-map order, dim 0 innermost):\n";

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tmaguard/tensormap.h"
@@ -24,6 +25,7 @@ struct TensorMapParam {
   int param_index = -1;
   uint32_t offset = 0;  // byte offset inside the parameter (0 for a whole 128-byte parameter)
   DecodeResult decoded;
+  bool embedded = false;  // a window inside a larger parameter (a CUTLASS Params struct)
 };
 
 //! The parameter block as the driver reports it (cuFuncGetParamInfo / cuKernelGetParamInfo).
@@ -58,6 +60,32 @@ inline const uint8_t* map_bytes(const ParamLayout& layout, const MapSlot& slot, 
   if (!args.buffer || off + kTensorMapBytes > args.buffer_size || off + kTensorMapBytes < off) return nullptr;
   return args.buffer + off;
 }
+
+// ---- tensor maps inside larger parameters (CUTLASS 3.x passes one Params struct holding its CUtensorMaps)
+
+//! The parameter block's base address mod 64, as the driver's placement of this kernel's 128-byte parameters
+//! reveals it: a CUtensorMap parameter sits at a 64-byte-aligned address (an H200 reported offsets 112, 240, ...
+//! from a block at 0x210). nullopt when the kernel has no 128-byte parameter.
+std::optional<uint32_t> param_base_mod64(const ParamLayout& layout);
+
+//! Offsets inside parameter `p` where a CUtensorMap can legally sit: every 64-byte-aligned absolute position with
+//! 128 bytes left. With the base unknown, the parameter itself is taken as 64-byte aligned (a struct holding an
+//! aligned CUtensorMap is).
+std::vector<uint32_t> window_offsets(const ParamLayout& layout, std::size_t p, std::optional<uint32_t> base_mod64);
+
+//! Bytes inside a structure are a tensor map only when they decode, their tile-size word equals the size their own
+//! box gives (which a driver or a correct encoder always writes) and their inner box spans a multiple of 16 bytes
+//! (every TMA box does): a window of struct fields (pointers, small integers, zeros) essentially never passes all.
+bool plausible_map(const DecodeResult& d);
+
+//! A per-group template map (CUTLASS's ptr-array/grouped GEMMs keep maps with every dim 1 that device code
+//! rewrites before use): not a layout to judge.
+bool template_map(const TensorMapView& v);
+
+//! Every plausible map inside every parameter larger than 128 bytes, for this launch's argument bytes, in
+//! parameter order and, inside a parameter, offset order.
+std::vector<MapSlot> find_embedded_maps(const ParamLayout& layout, const LaunchArgs& args,
+                                        std::optional<uint32_t> base_mod64);
 
 // ---- the clean-launch key: ONE definition, used by the launch fast path and by the full check alike. A key
 // that the two computed differently would make the clean cache silently never hit.

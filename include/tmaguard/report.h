@@ -39,14 +39,33 @@ struct InspectRecord {
   std::array<unsigned, 3> grid{}, block{};
   std::vector<std::pair<std::size_t, std::size_t>> params;  // (offset, size) of every parameter
   struct Map {
-    int order = 0;  // position among the tensor-map parameters
+    int order = 0;  // position among the launch's tensor maps
     int param_index = 0;
+    uint32_t param_offset = 0;  // bytes into the parameter (a map inside a Params struct)
+    bool embedded = false;
     DecodeResult decoded;
     std::string provenance;
   };
   std::vector<Map> maps;
 };
 std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, LogFormat fmt);
+
+//! Inspect mode, at exit: what tmaguard could see of one kernel's tensor maps over the whole run.
+struct CensusRecord {
+  std::string kernel;
+  uint64_t launches = 0;
+  int params = 0;
+  int maps_in_params = 0;   // 128-byte parameters that decoded as tensor maps
+  int maps_in_structs = 0;  // maps found inside larger parameters
+  int template_maps = 0;    // of those, per-group templates (every dim 1)
+  struct LargeParam {
+    int param_index = 0;
+    std::size_t size = 0;
+    int maps = 0;
+  };
+  std::vector<LargeParam> large_params;  // parameters over 128 bytes, with how many maps each held
+};
+std::string render_census(const CensusRecord& r, const ProcessContext& ctx, LogFormat fmt);
 
 std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat fmt);
 //! A tmaguard-internal notice (cannot work, bad configuration, a warning about a kernel): one line.

@@ -57,5 +57,8 @@ void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::st
                     const std::vector<TensorMapParam>& maps, std::vector<Finding>& out,
                     std::vector<NotCheckable>* not_checkable = nullptr);
 std::size_t rule_count(const RuleSet& rules);
+//! One line per rule: its id, kernel matcher and how it addresses its maps ("D = map -1", "D = param 0+1152"), for
+//! check-rules.
+std::vector<std::string> describe_rules(const RuleSet& rules);
 
 }  // namespace tmaguard

@@ -1,6 +1,8 @@
 // tmaguard core: rendering of violation, notice and summary records (text lines or JSON lines).
 #include "tmaguard/report.h"
 
+#include "tmaguard/launch.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -91,6 +93,7 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
     j["kernel"] = f.kernel;
     j["tensor"] = f.tensor;
     j["param_index"] = f.param_index;
+    j["param_offset"] = f.param_offset;
     j["tensor_map"] = f.tensor_map ? map_json(*f.tensor_map) : json(nullptr);
     j["expected"] = f.expected;
     j["observed"] = f.observed;
@@ -101,7 +104,8 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
   }
   std::string s = fmt::format("tmaguard: {} {} [{}] action={} kernel={} tensor={}", event, f.rule,
                               to_string(f.severity), action, f.kernel, f.tensor);
-  if (f.param_index >= 0) s += fmt::format(" param={}", f.param_index);
+  if (f.param_index >= 0)
+    s += f.param_offset ? fmt::format(" param={}+{}", f.param_index, f.param_offset) : fmt::format(" param={}", f.param_index);
   s += fmt::format(": expected {}; observed {}. Hint: {}. ({})", f.expected, f.observed, f.hint, ctx_text(ctx));
   if (f.tensor_map) s += fmt::format("\ntmaguard:   {} tensor map: {}", f.tensor, map_text(*f.tensor_map));
   if (!f.provenance.empty()) s += fmt::format("\ntmaguard:   {} provenance: {}", f.tensor, f.provenance);
@@ -120,7 +124,9 @@ std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, Lo
     j["params"] = params;
     json maps = json::array();
     for (const auto& m : r.maps) {
-      json e{{"order", m.order}, {"param_index", m.param_index}};
+      json e{{"order", m.order}, {"param_index", m.param_index}, {"param_offset", m.param_offset}};
+      if (m.embedded) e["embedded"] = true;
+      if (m.embedded && m.decoded.ok() && template_map(m.decoded.view)) e["template"] = true;
       if (m.decoded.ok())
         e["tensor_map"] = map_json(m.decoded.view);
       else
@@ -135,11 +141,37 @@ std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, Lo
       fmt::format("tmaguard: inspect kernel={} grid={{{}}} block={{{}}} params={} tensor_maps={} ({})", r.kernel,
                   fmt::join(r.grid, ","), fmt::join(r.block, ","), r.params.size(), r.maps.size(), ctx_text(ctx));
   for (const auto& m : r.maps) {
-    s += fmt::format("\ntmaguard:   map {} (param {}): {}", m.order, m.param_index,
+    const std::string where = m.param_offset ? fmt::format("param {}+{}", m.param_index, m.param_offset)
+                                             : fmt::format("param {}", m.param_index);
+    s += fmt::format("\ntmaguard:   map {} ({}): {}", m.order, where,
                      m.decoded.ok() ? map_text(m.decoded.view) : "not a tensor map: " + m.decoded.not_a_map);
     if (!m.provenance.empty()) s += fmt::format("; provenance: {}", m.provenance);
   }
   return s;
+}
+
+std::string render_census(const CensusRecord& r, const ProcessContext& ctx, LogFormat format) {
+  if (format == LogFormat::kJson) {
+    json j;
+    j["event"] = "census";
+    j["kernel"] = r.kernel;
+    j["launches"] = r.launches;
+    j["params"] = r.params;
+    j["maps_in_params"] = r.maps_in_params;
+    j["maps_in_structs"] = r.maps_in_structs;
+    j["template_maps"] = r.template_maps;
+    json large = json::array();
+    for (const auto& p : r.large_params) large.push_back({{"param_index", p.param_index}, {"size", p.size}, {"maps", p.maps}});
+    j["large_params"] = large;
+    return stamped(j, ctx);
+  }
+  std::string large;
+  for (const auto& p : r.large_params)
+    large += fmt::format("{}param {} ({} B, {} maps)", large.empty() ? "" : ", ", p.param_index, p.size, p.maps);
+  return fmt::format(
+      "tmaguard: census kernel={} launches={} maps_in_params={} maps_in_structs={} template_maps={} "
+      "large_params=[{}] ({})",
+      r.kernel, r.launches, r.maps_in_params, r.maps_in_structs, r.template_maps, large, ctx_text(ctx));
 }
 
 std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat format) {

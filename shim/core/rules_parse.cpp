@@ -221,12 +221,21 @@ class Parser {
           error(&v, fmt::format("map '{}' = {} in {} cannot exist with map_count = {}", m.name, m.index, where,
                                 *r.map_count));
       } else if (v.is_string() && v.value<std::string_view>()->rfind("param:", 0) == 0) {
+        // "param:N" (a 128-byte parameter) or "param:N+OFFSET" (a map OFFSET bytes into parameter N).
         m.by_param = true;
+        const std::string spec(v.value<std::string_view>()->substr(6));
+        const std::size_t plus = spec.find('+');
+        const std::string num = spec.substr(0, plus), off = plus == std::string::npos ? "0" : spec.substr(plus + 1);
         char* end = nullptr;
-        const std::string num(v.value<std::string_view>()->substr(6));
+        char* end_off = nullptr;
         m.index = std::strtoll(num.c_str(), &end, 10);
-        if (num.empty() || *end || m.index < 0)
-          error(&v, fmt::format("map '{}' in {}: \"param:N\" needs a parameter index N >= 0", m.name, where));
+        const long long o = std::strtoll(off.c_str(), &end_off, 10);
+        if (num.empty() || *end || m.index < 0 || off.empty() || *end_off || o < 0 || o > 32768)
+          error(&v, fmt::format("map '{}' in {}: \"param:N\" or \"param:N+OFFSET\" needs a parameter index N >= 0 "
+                                "and a byte offset 0..32768",
+                                m.name, where));
+        else
+          m.offset = static_cast<uint32_t>(o);
       } else {
         error(&v, fmt::format("map '{}' in {} must be an order among tensor maps (integer, negative from the end) "
                               "or \"param:N\"",
@@ -374,5 +383,27 @@ std::shared_ptr<const RuleSet> merge_rules(const std::vector<std::shared_ptr<con
 }
 
 std::size_t rule_count(const RuleSet& rules) { return rules.rules.size(); }
+
+std::vector<std::string> describe_rules(const RuleSet& rules) {
+  std::vector<std::string> out;
+  for (const Rule& r : rules.rules) {
+    const std::string matcher = !r.substring.empty() ? fmt::format("kernel contains '{}'", r.substring)
+                                : !r.glob.empty()     ? fmt::format("kernel_glob '{}'", r.glob)
+                                                      : fmt::format("kernel_regex '{}'", r.regex);
+    std::vector<std::string> maps;
+    for (const MapRef& m : r.maps) {
+      if (!m.by_param) maps.push_back(fmt::format("{} = map {}", m.name, m.index));
+      else if (m.offset) maps.push_back(fmt::format("{} = param {}+{}", m.name, m.index, m.offset));
+      else maps.push_back(fmt::format("{} = param {}", m.name, m.index));
+    }
+    std::string line = fmt::format("rule '{}': {}", r.id, matcher);
+    if (r.map_count) line += fmt::format(", {} maps", *r.map_count);
+    if (!maps.empty()) line += fmt::format("; {}", fmt::join(maps, ", "));
+    if (!r.checks.empty()) line += fmt::format("; {} check(s)", r.checks.size());
+    if (!r.not_checkable.empty()) line += fmt::format("; not checkable: {}", r.not_checkable);
+    out.push_back(std::move(line));
+  }
+  return out;
+}
 
 }  // namespace tmaguard

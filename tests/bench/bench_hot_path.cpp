@@ -25,9 +25,11 @@ struct Env {
   void* lib = nullptr;
   PFN_cuLaunchKernel_v4000 wrapped = nullptr, direct = nullptr;
   PFN_cuTensorMapEncodeTiled_v12000 enc_wrapped = nullptr, enc_direct = nullptr;
-  void *plain = nullptr, *tma4 = nullptr, *fa4 = nullptr;
+  void *plain = nullptr, *tma4 = nullptr, *fa4 = nullptr, *structs = nullptr, *large = nullptr;
   CUtensorMap maps[6];
-  std::vector<void*> args_plain, args_tma4, args_fa4;
+  alignas(128) unsigned char params_struct[1792] = {};  // a CUTLASS-style Params holding 3 maps
+  unsigned char params_large[3144] = {};                // a large by-value struct without maps
+  std::vector<void*> args_plain, args_tma4, args_fa4, args_struct, args_large;
   int n = 1;
   float scale = 0.5f;
   long long tail = 0;
@@ -52,6 +54,12 @@ Env& env() {
     e.plain = define("bench_plain_kernel", 2, plain, 0);
     e.tma4 = define("bench_tma4_kernel", 5, tma4, 0);
     e.fa4 = define("kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_bench_0", 9, fa4, 0);
+    auto define_aligned =
+        reinterpret_cast<decltype(&fakecuda_define_kernel_aligned)>(dlsym(e.lib, "fakecuda_define_kernel_aligned"));
+    const size_t st_sizes[] = {1792}, st_align[] = {128}, lg_sizes[] = {3144}, lg_align[] = {8};
+    e.structs = define_aligned("_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmBenchIiEEEEvNT_6ParamsE", 1, st_sizes,
+                               st_align, 0);
+    e.large = define_aligned("bench_large_param_kernel", 1, lg_sizes, lg_align, 0);
     for (int i = 0; i < 6; ++i) {
       const cuuint64_t dims[4] = {128, 256, 4, 2}, strides[3] = {1024, 256, 262144};
       const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
@@ -60,6 +68,19 @@ Env& env() {
                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     }
+    // the struct's maps at 64-aligned offsets, the rest pointer-like and small-integer fields
+    for (std::size_t off = 0; off + 8 <= sizeof e.params_struct; off += 8) {
+      const uint64_t v = off % 24 == 0 ? 0x7f0000100000ULL + off * 64 : off % 24 == 8 ? off / 8 : 0;
+      std::memcpy(e.params_struct + off, &v, 8);
+    }
+    const std::size_t map_offsets[] = {128, 384, 896};
+    for (int i = 0; i < 3; ++i) std::memcpy(e.params_struct + map_offsets[i], &e.maps[i], sizeof(CUtensorMap));
+    for (std::size_t off = 0; off + 8 <= sizeof e.params_large; off += 8) {
+      const uint64_t v = off % 16 == 0 ? 0x7f0000200000ULL + off * 32 : off;
+      std::memcpy(e.params_large + off, &v, 8);
+    }
+    e.args_struct = {e.params_struct};
+    e.args_large = {e.params_large};
     e.args_plain = {&e.n, &e.out};
     e.args_tma4 = {&e.maps[0], &e.maps[1], &e.maps[2], &e.maps[3], &e.n};
     e.args_fa4 = {&e.n, &e.maps[0], &e.maps[1], &e.maps[2], &e.scale, &e.maps[3], &e.maps[4], &e.maps[5], &e.tail};
@@ -68,7 +89,8 @@ Env& env() {
   return e;
 }
 
-// One launch of kernel `which` (0: no maps, 1: 4 maps, 2: FA4 signature), straight or through tmaguard.
+// One launch of kernel `which` (0: no maps, 1: 4 maps, 2: FA4 signature, 3: one 1792-byte Params struct holding 3
+// maps, 4: one 3144-byte struct without maps), straight or through tmaguard.
 struct Launch {
   PFN_cuLaunchKernel_v4000 fn;
   CUfunction k;
@@ -77,8 +99,11 @@ struct Launch {
 };
 Launch pick(bool through_tmaguard, int which) {
   Env& e = env();
-  void* k = which == 0 ? e.plain : which == 1 ? e.tma4 : e.fa4;
-  void** a = which == 0 ? e.args_plain.data() : which == 1 ? e.args_tma4.data() : e.args_fa4.data();
+  void* const ks[] = {e.plain, e.tma4, e.fa4, e.structs, e.large};
+  void** const as[] = {e.args_plain.data(), e.args_tma4.data(), e.args_fa4.data(), e.args_struct.data(),
+                       e.args_large.data()};
+  void* k = ks[which];
+  void** a = as[which];
   return {through_tmaguard ? e.wrapped : e.direct, static_cast<CUfunction>(k), a};
 }
 
@@ -136,6 +161,10 @@ TG_COLD(tma4_direct, false, 1);
 TG_COLD(tma4_tmaguard, true, 1);
 TG_COLD(fa4_6maps_direct, false, 2);
 TG_COLD(fa4_6maps_tmaguard, true, 2);
+TG_COLD(struct_3maps_direct, false, 3);
+TG_COLD(struct_3maps_tmaguard, true, 3);
+TG_COLD(large_param_direct, false, 4);
+TG_COLD(large_param_tmaguard, true, 4);
 
 BENCHMARK_CAPTURE(launch, unmatched_direct, false, 0);
 BENCHMARK_CAPTURE(launch, unmatched_tmaguard, true, 0);
@@ -143,6 +172,10 @@ BENCHMARK_CAPTURE(launch, tma4_direct, false, 1);
 BENCHMARK_CAPTURE(launch, tma4_tmaguard, true, 1);
 BENCHMARK_CAPTURE(launch, fa4_6maps_direct, false, 2);
 BENCHMARK_CAPTURE(launch, fa4_6maps_tmaguard, true, 2);
+BENCHMARK_CAPTURE(launch, struct_3maps_direct, false, 3);
+BENCHMARK_CAPTURE(launch, struct_3maps_tmaguard, true, 3);
+BENCHMARK_CAPTURE(launch, large_param_direct, false, 4);
+BENCHMARK_CAPTURE(launch, large_param_tmaguard, true, 4);
 BENCHMARK_CAPTURE(encode, rotation_direct, false, 1024);
 BENCHMARK_CAPTURE(encode, rotation_tmaguard, true, 1024);
 BENCHMARK_CAPTURE(encode, fresh_direct, false, 0);

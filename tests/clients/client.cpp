@@ -190,12 +190,17 @@ CUtensorMap encode_map(const Tensor& t, const MapShape& shape) {
   return m;
 }
 
-Kernel make_kernel_raw(const std::string& name, const std::vector<std::vector<uint8_t>>& values) {
+Kernel make_kernel_raw(const std::string& name, const std::vector<std::vector<uint8_t>>& values,
+                       const std::vector<std::size_t>& aligns) {
   Kernel k;
   k.values = values;
   for (const auto& v : values) k.sizes.push_back(v.size());
   static auto define = reinterpret_cast<decltype(&fakecuda_define_kernel)>(fake_api("fakecuda_define_kernel"));
-  k.handle = define(name.c_str(), static_cast<int>(k.sizes.size()), k.sizes.data(), g_opt.cukernel ? 1 : 0);
+  static auto define_aligned =
+      reinterpret_cast<decltype(&fakecuda_define_kernel_aligned)>(fake_api("fakecuda_define_kernel_aligned"));
+  const int n = static_cast<int>(k.sizes.size());
+  k.handle = aligns.empty() ? define(name.c_str(), n, k.sizes.data(), g_opt.cukernel ? 1 : 0)
+                            : define_aligned(name.c_str(), n, k.sizes.data(), aligns.data(), g_opt.cukernel ? 1 : 0);
   return k;
 }
 

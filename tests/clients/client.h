@@ -53,8 +53,9 @@ struct Kernel {
 //! A kernel whose parameters interleave small scalars with tensor maps, as CuTe DSL's flattened signatures do:
 //! int, maps[0], maps[1], maps[2], float, maps[3..], int64.
 Kernel make_kernel(const std::string& name, const std::vector<CUtensorMap>& maps);
-//! A kernel with exactly these parameters (sizes and values).
-Kernel make_kernel_raw(const std::string& name, const std::vector<std::vector<uint8_t>>& values);
+//! A kernel with exactly these parameters (sizes and values); `aligns`, when given, each parameter's alignment.
+Kernel make_kernel_raw(const std::string& name, const std::vector<std::vector<uint8_t>>& values,
+                       const std::vector<std::size_t>& aligns = {});
 
 //! Launches through the chosen ENTRY (a graph-node ENTRY adds/updates a node instead). Counts g_ok / g_failed.
 CUresult launch(const Kernel& k);
@@ -80,5 +81,6 @@ struct Scenario {
 const std::vector<Scenario>& core_scenarios();
 const std::vector<Scenario>& hardening_scenarios();
 const std::vector<Scenario>& fa4_scenarios();
+const std::vector<Scenario>& struct_scenarios();
 
 }  // namespace client

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
       die("unknown option");
   }
   const Scenario* sc = nullptr;
-  for (const auto* table : {&core_scenarios(), &hardening_scenarios(), &fa4_scenarios()})
+  for (const auto* table : {&core_scenarios(), &hardening_scenarios(), &fa4_scenarios(), &struct_scenarios()})
     for (const Scenario& s : *table)
       if (argv[3] == std::string(s.name)) sc = &s;
   if (!sc) die("unknown scenario");

@@ -199,9 +199,11 @@ extern "C" __attribute__((visibility("default"))) void* fakecuda_new_module(int 
   return m;
 }
 
-extern "C" __attribute__((visibility("default"))) void* fakecuda_define_kernel(const char* name, int n,
-                                                                               const std::size_t* sizes,
-                                                                               int as_kernel) {
+namespace {
+// Lays out parameters as an H200 (driver 580) reported them: offsets are relative to a parameter block that starts
+// 0x210 bytes into the constant bank, and each parameter sits at its alignment in the bank: 128-byte CUtensorMaps at
+// 128 (so they come back at 112, 240, 368, ...: never 64-aligned offsets), others naturally (or as given).
+void* define(const char* name, int n, const std::size_t* sizes, const std::size_t* aligns, int as_kernel) {
   std::lock_guard<std::mutex> lock(g_mu);
   FakeKernel* f = new_kernel();
   f->magic = kFuncMagic;
@@ -212,19 +214,12 @@ extern "C" __attribute__((visibility("default"))) void* fakecuda_define_kernel(c
   f->twin = nullptr;
   f->owner = g_current;
   g_current->kernels.push_back(f);
-  // Layout as an H200 (driver 580) reported it for the FA4-shaped kernel: offsets are relative to a parameter
-  // block that starts 0x210 bytes into the constant bank, and 128-byte CUtensorMaps sit 128-aligned in the bank,
-  // so they come back at 112, 240, 368, 624, ... (never 64-aligned); other parameters at natural alignment.
   constexpr std::size_t kBankBase = 0x210;
   std::size_t off = 0;
   for (int i = 0; i < n; ++i) {
     const std::size_t s = sizes[i];
-    if (s == 128) {
-      off = (off + kBankBase + 127) / 128 * 128 - kBankBase;
-    } else {
-      const std::size_t align = s >= 8 ? 8 : s >= 4 ? 4 : s >= 2 ? 2 : 1;
-      off = (off + align - 1) / align * align;
-    }
+    const std::size_t a = aligns ? aligns[i] : s == 128 ? 128 : s >= 8 ? 8 : s >= 4 ? 4 : s >= 2 ? 2 : 1;
+    off = (off + kBankBase + a - 1) / a * a - kBankBase;
     f->offsets.push_back(off);
     f->sizes.push_back(s);
     off += s;
@@ -240,6 +235,20 @@ extern "C" __attribute__((visibility("default"))) void* fakecuda_define_kernel(c
   k->owner = g_current;
   g_current->kernels.push_back(k);
   return k;
+}
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) void* fakecuda_define_kernel(const char* name, int n,
+                                                                               const std::size_t* sizes,
+                                                                               int as_kernel) {
+  return define(name, n, sizes, nullptr, as_kernel);
+}
+
+extern "C" __attribute__((visibility("default"))) void* fakecuda_define_kernel_aligned(const char* name, int n,
+                                                                                       const std::size_t* sizes,
+                                                                                       const std::size_t* aligns,
+                                                                                       int as_kernel) {
+  return define(name, n, sizes, aligns, as_kernel);
 }
 
 extern "C" __attribute__((visibility("default"))) unsigned long fakecuda_launches(void* h) {

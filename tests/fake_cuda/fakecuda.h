@@ -6,6 +6,9 @@ extern "C" {
 //! Declares a kernel with parameters of the given sizes, laid out as the real driver reports them (see fake_cuda.cpp).
 //! Returns a CUfunction, or a CUkernel when as_cukernel is non-zero.
 void* fakecuda_define_kernel(const char* name, int nparams, const std::size_t* sizes, int as_cukernel);
+//! The same with each parameter's alignment given (a CUTLASS Params struct holding CUtensorMaps is 128-aligned).
+void* fakecuda_define_kernel_aligned(const char* name, int nparams, const std::size_t* sizes, const std::size_t* aligns,
+                                     int as_cukernel);
 //! Starts a new module (or, with as_library, a library): kernels defined from now on belong to it and are freed by
 //! cuModuleUnload / cuLibraryUnload, after which new kernels reuse their addresses. Returns the CUmodule/CUlibrary.
 void* fakecuda_new_module(int as_library);

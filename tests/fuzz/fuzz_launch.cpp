@@ -3,6 +3,7 @@
 // declared size). Every byte read must lie inside what the caller provided (ASan), the fast path's and the full
 // check's launch keys must agree, and judging must not crash.
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "input.h"
@@ -46,6 +47,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const tmaguard::LaunchArgs args = form == 0   ? tmaguard::LaunchArgs{params.data(), nullptr, 0, true}
                                     : form == 3 ? tmaguard::parse_extra(nullptr)
                                                 : tmaguard::parse_extra(extra);
+  // Maps inside larger parameters: every reported slot must lie inside its parameter, decode plausibly, and be
+  // readable through map_bytes (the scan reads only what the caller provided: ASan).
+  const std::optional<uint32_t> base = in.take<uint8_t>() % 2 ? std::optional<uint32_t>(in.take<uint8_t>() % 64)
+                                                              : tmaguard::param_base_mod64(layout);
+  for (const auto& s : tmaguard::find_embedded_maps(layout, args, base)) {
+    if (s.param >= layout.sizes.size() || s.offset + tmaguard::kTensorMapBytes > layout.sizes[s.param]) __builtin_trap();
+    const uint8_t* m = tmaguard::map_bytes(layout, s, args);
+    if (!m || !tmaguard::plausible_map(tmaguard::decode(m))) __builtin_trap();
+  }
   std::vector<const uint8_t*> bytes;
   for (const auto& s : slots) bytes.push_back(tmaguard::map_bytes(layout, s, args));
   uint64_t k1 = 0, k2 = 0;

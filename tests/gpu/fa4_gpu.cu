@@ -9,6 +9,12 @@
 //   --bcast-k: 1-CTA with K broadcast over the batch (stride 0): K's map has rank 3
 // Prints "CASE ... launch_rc=N dk=correct|wrong|untouched dv=..." and exits 0 unless CUDA itself failed.
 //
+//   fa4_gpu gemm LAUNCH DESC SCENARIO
+// The CUTLASS-style kernel (cutlass::device_kernel<GemmUniversal<2>>, maps A, B, D inside one 1792-byte Params):
+// D = A + B. LAUNCH: chevron | driver (cuLaunchKernel on the handle cudaGetFuncBySymbol gives) | graph (captured);
+// SCENARIO: ok | d_bad (D's map describes the transposed view) | mutate (a clean launch, then the same Params with
+// D's map swapped for the transposed one). Prints "GEMM ... launch_rc=N sync=N d=correct|wrong|untouched".
+//
 //   fa4_gpu encode_warnings
 // Three encodes the real driver accepts: a healthy map of device memory, a map of host memory, and a map that runs
 // past the end of its device allocation. Prints "ENCODES ok_rc=.. host_rc=.. beyond_rc=..".
@@ -47,7 +53,9 @@
 
 namespace {
 
-constexpr uint64_t B = 2, S = 256, H = 4;
+constexpr uint64_t B = 2, H = 4;
+uint64_t S = 256;  // sequence length: 512 with --hd256 (at S == D a transposed dK's map is byte-identical to a
+                   // healthy dK of another torch layout: no descriptor check can tell them apart)
 uint64_t D = 128;  // head dim: 256 with --hd256
 size_t kElems = B * S * H * D;
 constexpr uint16_t kPoison = 0x7fc1;  // a NaN bit pattern no kernel output has
@@ -147,8 +155,142 @@ int encode_warnings() {
   return 0;
 }
 
+// Row-major M x N bf16 as a 2D map {N, M} (K-major, as A and B are), or the transposed view {M, N} of the same
+// memory (what a D allocated with the other layout looks like to the epilogue).
+CUtensorMap make_map_2d(void* addr, uint64_t m, uint64_t n, bool transposed) {
+  const cuuint64_t dims[2] = {transposed ? m : n, transposed ? n : m}, strides[1] = {2 * (transposed ? m : n)};
+  const cuuint32_t box[2] = {64, 64}, es[2] = {1, 1};
+  CUtensorMap map;
+  if (g_desc == "inline") {
+    tmaguard::EncodeArgs a;
+    a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    a.rank = 2;
+    a.address = reinterpret_cast<uint64_t>(addr);
+    for (int i = 0; i < 2; ++i) {
+      a.dims[i] = dims[i];
+      a.box[i] = box[i];
+      a.element_strides[i] = 1;
+    }
+    a.strides[0] = strides[0];
+    a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    a.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+    if (tmaguard::encode(a, reinterpret_cast<uint8_t*>(&map)) != 0) std::exit(12);
+    return map;
+  }
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CHECK_RT(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+  CHECK_DRV(reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn)(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, addr, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return map;
+}
+
+int gemm(const std::string& launch, const std::string& scenario) {
+  constexpr uint64_t M = 256, N = 512;
+  CHECK_RT(cudaSetDevice(0));
+  CHECK_RT(cudaFree(nullptr));
+  std::mt19937 rng(static_cast<unsigned>(std::random_device{}()));
+  std::vector<uint16_t> ha(M * N), hb(M * N), want(M * N), poison(M * N, kPoison);
+  for (size_t i = 0; i < M * N; ++i) {  // small integers: their bf16 sums are exact
+    const float fa = static_cast<float>(static_cast<int>(rng() % 33) - 16), fb = static_cast<float>(rng() % 17);
+    const float fs = fa + fb;
+    uint32_t ba, bb, bs;
+    std::memcpy(&ba, &fa, 4);
+    std::memcpy(&bb, &fb, 4);
+    std::memcpy(&bs, &fs, 4);
+    ha[i] = static_cast<uint16_t>(ba >> 16);
+    hb[i] = static_cast<uint16_t>(bb >> 16);
+    want[i] = static_cast<uint16_t>(bs >> 16);
+  }
+  void *a, *b, *d;
+  for (void** p : {&a, &b, &d}) CHECK_RT(cudaMalloc(p, M * N * 2));
+  CHECK_RT(cudaMemcpy(a, ha.data(), M * N * 2, cudaMemcpyHostToDevice));
+  CHECK_RT(cudaMemcpy(b, hb.data(), M * N * 2, cudaMemcpyHostToDevice));
+  GemmOp::Params params;
+  std::memset(&params, 0, sizeof params);
+  params.m = static_cast<int>(M);
+  params.n = static_cast<int>(N);
+  params.k = 1;
+  params.l = 1;
+  params.ptr_a = a;
+  params.ptr_b = b;
+  params.ptr_d = d;
+  params.stride_a = params.stride_b = static_cast<long long>(N);
+  for (unsigned i = 0; i < 9; ++i) params.sched0[i] = i % 3 == 0 ? reinterpret_cast<uint64_t>(d) + i * 256 : i;
+  for (unsigned i = 0; i < 16; ++i) params.sched1[i] = i % 2 ? (M / 64) * (N / 64) : 0;
+  for (unsigned i = 0; i < 80; ++i) params.sched2[i] = i % 5 == 0 ? reinterpret_cast<uint64_t>(b) : 0x3f800000u * (i % 2);
+  for (unsigned i = 0; i < 64; ++i) params.sched3[i] = i < 4 ? 132 : 0;
+  params.tma_a = make_map_2d(a, M, N, false);
+  params.tma_b = make_map_2d(b, M, N, false);
+  params.tma_d = make_map_2d(d, M, N, scenario == "d_bad");
+  const dim3 grid(N / 64, M / 64), block(kThreads);
+  const size_t smem = 2 * 64 * 64 * 2 + 1024;
+  const void* stub = reinterpret_cast<const void*>(&cutlass::device_kernel<GemmOp>);
+  auto run_once = [&]() -> int {
+    CHECK_RT(cudaMemcpy(d, poison.data(), M * N * 2, cudaMemcpyHostToDevice));
+    if (launch == "chevron") {
+      cutlass::device_kernel<GemmOp><<<grid, block, smem>>>(params);
+      return static_cast<int>(cudaGetLastError());
+    }
+    if (launch == "driver") {
+      cudaFunction_t f;
+      CHECK_RT(cudaGetFuncBySymbol(&f, stub));
+      void* args[] = {&params};
+      return static_cast<int>(cuLaunchKernel(reinterpret_cast<CUfunction>(f), grid.x, grid.y, 1, block.x, 1, 1,
+                                             static_cast<unsigned>(smem), nullptr, args, nullptr));
+    }
+    if (launch == "graph") {
+      cudaStream_t s;
+      CHECK_RT(cudaStreamCreate(&s));
+      cudaGraph_t g;
+      CHECK_RT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+      cutlass::device_kernel<GemmOp><<<grid, block, smem, s>>>(params);
+      int rc = static_cast<int>(cudaGetLastError());
+      const cudaError_t end = cudaStreamEndCapture(s, &g);
+      if (rc == 0 && end == cudaSuccess) {
+        cudaGraphExec_t ge;
+        CHECK_RT(cudaGraphInstantiate(&ge, g, 0));
+        for (int i = 0; i < 3; ++i) CHECK_RT(cudaGraphLaunch(ge, s));
+        CHECK_RT(cudaStreamSynchronize(s));
+      } else if (rc == 0) {
+        rc = static_cast<int>(end);
+      }
+      return rc;
+    }
+    std::fprintf(stderr, "unknown launch %s\n", launch.c_str());
+    std::exit(2);
+  };
+  auto result = [&]() {
+    std::vector<uint16_t> out(M * N);
+    CHECK_RT(cudaMemcpy(out.data(), d, M * N * 2, cudaMemcpyDeviceToHost));
+    bool untouched = true, correct = true;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i] != kPoison) untouched = false;
+      if (out[i] != want[i]) correct = false;
+    }
+    return correct ? "correct" : untouched ? "untouched" : "wrong";
+  };
+  if (scenario == "mutate") {  // the same kernel, the same Params object, only D's map changed between launches
+    const int rc = run_once();
+    const int sync = static_cast<int>(cudaDeviceSynchronize());
+    std::printf("GEMM_FIRST launch_rc=%d sync=%d d=%s\n", rc, sync, result());
+    std::fflush(stdout);
+    params.tma_d = make_map_2d(d, M, N, true);
+  }
+  const int rc = run_once();
+  const int sync = static_cast<int>(cudaDeviceSynchronize());
+  std::printf("GEMM launch=%s desc=%s scenario=%s launch_rc=%d sync=%d d=%s\n", launch.c_str(), g_desc.c_str(),
+              scenario.c_str(), rc, sync, result());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "encode_warnings") return encode_warnings();
+  if (argc == 5 && std::string(argv[1]) == "gemm") {
+    g_desc = argv[3];
+    return gemm(argv[2], argv[4]);
+  }
   if (argc < 4) {
     std::fprintf(stderr, "usage: fa4_gpu LAUNCH DESC SCENARIO [--cta2 | --hd256 | --bcast-k]\n");
     return 2;
@@ -157,7 +299,10 @@ int main(int argc, char** argv) {
   g_desc = argv[2];
   const std::string variant = argc > 4 ? argv[4] : "";
   const bool cta2 = variant == "--cta2", hd256 = variant == "--hd256", bcast = variant == "--bcast-k";
-  if (hd256) D = 256;
+  if (hd256) {
+    D = 256;
+    S = 512;
+  }
   kElems = B * S * H * D;
   const size_t k_elems = bcast ? S * H * D : kElems;  // a broadcast K holds one batch
   CHECK_RT(cudaSetDevice(0));

@@ -5,6 +5,7 @@
 // Built into the test programs and, as a cubin, loaded through cudaLibraryLoadData / cuModuleLoadData.
 #include <cuda.h>
 #include <cuda_bf16.h>
+#include <cstddef>
 #include <cstdint>
 
 #define FA4_1CTA kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__tmaguard_0
@@ -128,7 +129,97 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   body<3>(&k, &v, &dk, &dv);
 }
 
-// Overhead benchmark kernels: no rule matches / four maps (Triton-like) / the FA4 signature; all empty.
+// A CUTLASS 3.x-style kernel: cutlass::device_kernel<Op>(Op::Params), one by-value Params struct holding the tensor
+// maps among scalars, laid out like PyTorch's grouped GEMM (1792 bytes, maps at 128, 384 and 1152). It computes
+// D = A + B (row-major M x N bf16, 64 x 64 tiles): TMA loads of A and B, TMA store of D, all through the maps inside
+// the struct. A D map of the transposed view (the bug class a CUTLASS epilogue suffers) silently scrambles D.
+namespace cutlass {
+namespace gemm {
+namespace kernel {
+template <int kStages>
+struct GemmUniversal {
+  struct Params {
+    int m, n, k, l;                  // 0
+    const void *ptr_a, *ptr_b;       // 16
+    void* ptr_d;                     // 32
+    long long stride_a, stride_b;    // 40
+    unsigned long long sched0[9];    // 56: tile-scheduler fields (pointers, counts)
+    CUtensorMap tma_a;               // 128
+    unsigned long long sched1[16];   // 256
+    CUtensorMap tma_b;               // 384
+    unsigned long long sched2[80];   // 512: epilogue fusion arguments
+    CUtensorMap tma_d;               // 1152
+    unsigned long long sched3[64];   // 1280
+  };
+};
+}  // namespace kernel
+}  // namespace gemm
+
+template <typename Op>
+__global__ void __launch_bounds__(kThreads) device_kernel(const __grid_constant__ typename Op::Params params) {
+  extern __shared__ uint8_t raw[];
+  __shared__ __align__(8) uint64_t bar;
+  constexpr uint32_t kTile = 64 * 64 * 2;
+  uint8_t* ta = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* tb = ta + kTile;
+  const int n0 = blockIdx.x * 64, m0 = blockIdx.y * 64;
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&bar)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(&bar)), "r"(2 * kTile)
+                 : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+        "[%4];" ::"r"(smem_u32(ta)),
+        "l"(reinterpret_cast<uint64_t>(&params.tma_a)), "r"(n0), "r"(m0), "r"(smem_u32(&bar))
+        : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+        "[%4];" ::"r"(smem_u32(tb)),
+        "l"(reinterpret_cast<uint64_t>(&params.tma_b)), "r"(n0), "r"(m0), "r"(smem_u32(&bar))
+        : "memory");
+  }
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_u32(&bar)), "r"(0u)
+                 : "memory");
+  }
+  // Element-wise (A and B share the 128B swizzle), so the tile layout does not matter.
+  auto* a = reinterpret_cast<__nv_bfloat16*>(ta);
+  const auto* b = reinterpret_cast<const __nv_bfloat16*>(tb);
+  for (int i = threadIdx.x; i < 64 * 64; i += kThreads) a[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                     reinterpret_cast<uint64_t>(&params.tma_d)),
+                 "r"(n0), "r"(m0), "r"(smem_u32(ta))
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  }
+}
+}  // namespace cutlass
+using GemmOp = cutlass::gemm::kernel::GemmUniversal<2>;
+static_assert(sizeof(GemmOp::Params) == 1792 && offsetof(GemmOp::Params, tma_a) == 128 &&
+                  offsetof(GemmOp::Params, tma_b) == 384 && offsetof(GemmOp::Params, tma_d) == 1152,
+              "the Params layout of PyTorch's grouped GEMM");
+
+// Overhead benchmark kernels: no rule matches / four maps (Triton-like) / the FA4 signature / a CUTLASS-style
+// Params struct holding three maps / a 3144-byte struct without maps (PyTorch's multi_tensor_apply); all empty.
+struct alignas(64) BenchStructParams {
+  unsigned char bytes[1792];
+};
+struct BenchLargeParams {
+  unsigned long long words[393];  // 3144 bytes
+};
+extern "C" __global__ void bench_struct3_kernel(const __grid_constant__ BenchStructParams p) {}
+extern "C" __global__ void bench_large_param_kernel(const __grid_constant__ BenchLargeParams p) {}
 extern "C" __global__ void bench_plain_kernel(int n, float* out) {}
 extern "C" __global__ void bench_tma4_kernel(const __grid_constant__ CUtensorMap a,
                                              const __grid_constant__ CUtensorMap b,

@@ -1,6 +1,7 @@
 // Host cost of a launch and of an encode, as the caller sees it, on the real driver: per-call steady_clock timing
 // of cuLaunchKernel (an empty kernel no rule matches, an empty kernel with 4 tensor maps, the FA4-shaped kernel
-// with 6) and of cuTensorMapEncodeTiled. Within ONE process, calls alternate between the driver's own function
+// with 6, a CUTLASS-style 1792-byte Params struct holding 3 maps, a 3144-byte struct without maps like PyTorch's
+// multi_tensor_apply) and of cuTensorMapEncodeTiled. Within ONE process, calls alternate between the driver's own function
 // (found in libcuda's symbol table, bypassing any interposer) and the function dlsym hands out (tmaguard's wrapper
 // when it is preloaded), so process-to-process drift (10-20% of a ~4 us launch on an H200 host) cancels out.
 // Without tmaguard both columns are the same function: their difference is the method's noise floor.
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -61,7 +63,9 @@ int main(int argc, char** argv) {
   const std::vector<char> cubin(std::istreambuf_iterator<char>(in), {});
   CUmodule mod;
   CK(cuModuleLoadData(&mod, cubin.data()));
-  CUfunction plain, tma4, fa4;
+  CUfunction plain, tma4, fa4, struct3, large;
+  CK(cuModuleGetFunction(&struct3, mod, "bench_struct3_kernel"));
+  CK(cuModuleGetFunction(&large, mod, "bench_large_param_kernel"));
   CK(cuModuleGetFunction(&plain, mod, "bench_plain_kernel"));
   CK(cuModuleGetFunction(&tma4, mod, "bench_tma4_kernel"));
   CK(cuModuleGetFunction(&fa4, mod,
@@ -86,11 +90,25 @@ int main(int argc, char** argv) {
   void* a_plain[] = {&ni, &fp};
   void* a_tma4[] = {&maps[0], &maps[1], &maps[2], &maps[3], &ni};
   void* a_fa4[] = {&seqlen, &maps[0], &maps[1], &maps[2], &scale, &maps[3], &maps[4], &maps[5], &tail};
+  // The structs: pointer-like and small-integer fields, the maps at 128, 384, 1152 (PyTorch's grouped GEMM layout).
+  alignas(64) static unsigned char s3[1792];
+  static unsigned long long lp[393];
+  for (size_t off = 0; off < sizeof s3; off += 8) {
+    const unsigned long long v = off % 24 == 0 ? reinterpret_cast<unsigned long long>(buf) + off : off % 7;
+    std::memcpy(s3 + off, &v, 8);
+  }
+  const size_t map_off[3] = {128, 384, 1152};
+  for (int i = 0; i < 3; ++i) std::memcpy(s3 + map_off[i], &maps[i], sizeof(CUtensorMap));
+  for (size_t i = 0; i < 393; ++i) lp[i] = i % 2 ? reinterpret_cast<unsigned long long>(buf) + (i << 12) : i * 3;
+  void* a_struct3[] = {s3};
+  void* a_large[] = {lp};
   struct K {
     const char* name;
     CUfunction f;
     void** args;
-  } ks[] = {{"launch_unmatched", plain, a_plain}, {"launch_tma4", tma4, a_tma4}, {"launch_fa4_6maps", fa4, a_fa4}};
+  } ks[] = {{"launch_unmatched", plain, a_plain},       {"launch_tma4", tma4, a_tma4},
+             {"launch_fa4_6maps", fa4, a_fa4},            {"launch_struct_3maps", struct3, a_struct3},
+             {"launch_large_param", large, a_large}};
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   auto launch_direct = reinterpret_cast<PFN_cuLaunchKernel_v4000>(direct_symbol(lib, "cuLaunchKernel"));
   auto launch_via = reinterpret_cast<PFN_cuLaunchKernel_v4000>(dlsym(lib, "cuLaunchKernel"));

@@ -110,7 +110,7 @@ TEST(Tool, CheckRulesAndReport) {
   EXPECT_NE(r.out.find("fa4-dk-not-k-major                      3        1            3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("matmul_kernel_tma  (4 tensor maps, 1 layout(s))"), std::string::npos) << r.out;
   EXPECT_NE(
-      r.out.find("param 7   bfloat16 dims [256,128,4,2] strides [512,65536,262144] box [64,128,1,1] swizzle 128B"),
+      r.out.find("param 7      bfloat16 dims [256,128,4,2] strides [512,65536,262144] box [64,128,1,1] swizzle 128B"),
       std::string::npos)
       << r.out;
   std::remove(log.c_str());

@@ -1,0 +1,113 @@
+// Scenarios: tensor maps inside structure parameters, as CUTLASS 3.x passes them (one Params struct per kernel,
+// each TMA copy atom's CUtensorMap 128-byte aligned inside it), and large parameters that hold none.
+//
+//   cutlass_params       device_kernel<GemmUniversal>(Params): A B C D maps at +128 +384 +896 +1152 of a 1792-byte
+//                        struct among pointers and scalars; TG_STRUCT_BAD=d transposes D; 5 launches, then D
+//                        rewritten in place (transposed) for a sixth when TG_STRUCT_MUTATE=1
+//   grouped_templates    the grouped (ptr-array) GEMM form: A and B are per-group templates (every dim 1, NULL
+//                        address) that device code rewrites; D real
+//   large_param_no_maps  a 3144-byte parameter (multi_tensor_apply's size) of pointers, sizes and zeros
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "client.h"
+#include "tmaguard/tensormap.h"
+
+namespace client {
+namespace {
+
+constexpr uint64_t kBase = 0x7f0000000000ULL, kStep = 0x1000000ULL;
+const char* const kCutlass = "_ZN7cutlass13device_kernelINS_4gemm6kernel13GemmUniversalIiEEEEvNT_6ParamsE";
+
+// A 2-D bf16 matrix (rows x cols, row-major) as a TMA map: dims {cols, rows}; transposed: the same memory seen
+// column-major.
+CUtensorMap matrix(uint64_t addr, uint64_t rows, uint64_t cols, bool transposed = false) {
+  Tensor t = transposed ? Tensor{addr, {rows, cols}, {2 * rows}} : Tensor{addr, {cols, rows}, {2 * cols}};
+  MapShape s;
+  s.box = {64, 64};
+  return encode_map(t, s);
+}
+
+CUtensorMap template_map() {
+  tmaguard::EncodeArgs a;  // what CUTLASS's grouped GEMM keeps per group before device code fills it in
+  a.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT16;
+  a.rank = 2;
+  a.address = 0;
+  a.dims = {1, 1};
+  a.strides = {16};
+  a.box = {64, 128};
+  a.element_strides = {1, 1};
+  a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  CUtensorMap m;
+  if (tmaguard::encode(a, reinterpret_cast<uint8_t*>(&m)) != 0) die("template encode failed");
+  return m;
+}
+
+template <typename T>
+void put(std::vector<uint8_t>& s, std::size_t at, const T& v) {
+  std::memcpy(s.data() + at, &v, sizeof v);
+}
+
+// The Params struct: problem shape and scalars up front, pointers between the maps, as CUTLASS's are laid out.
+std::vector<uint8_t> params(const CUtensorMap& a, const CUtensorMap& b, const CUtensorMap* c, const CUtensorMap& d) {
+  std::vector<uint8_t> s(1792, 0);
+  const int32_t shape[4] = {512, 256, 128, 1};
+  put(s, 0, shape);
+  put(s, 16, 1.0f);
+  put(s, 20, 0.0f);
+  put(s, 32, kBase + 7 * kStep);  // a workspace pointer
+  put(s, 128, a);
+  put(s, 264, uint64_t{512});
+  put(s, 384, b);
+  put(s, 520, kBase + 8 * kStep);
+  if (c) put(s, 896, *c);
+  put(s, 1152, d);
+  put(s, 1288, uint64_t{0x7fffffffULL});
+  return s;
+}
+
+int cutlass_params() {
+  const char* bad = std::getenv("TG_STRUCT_BAD");
+  const bool d_bad = bad && std::string(bad) == "d";
+  const CUtensorMap a = matrix(kBase, 512, 128), b = matrix(kBase + kStep, 256, 128), c = matrix(kBase + 2 * kStep, 512, 256);
+  const CUtensorMap d = matrix(kBase + 3 * kStep, 512, 256, d_bad);
+  Kernel k = make_kernel_raw(kCutlass, {params(a, b, &c, d)}, {128});
+  for (int i = 0; i < 5; ++i) launch(k);
+  if (const char* m = std::getenv("TG_STRUCT_MUTATE"); m && std::string(m) == "1") {
+    put(k.values[0], 1152, matrix(kBase + 3 * kStep, 512, 256, true));  // same storage, D now transposed
+    launch(k);
+  }
+  return finish(ran(k));
+}
+
+int grouped_templates() {
+  const CUtensorMap d = matrix(kBase + 3 * kStep, 512, 256);
+  const Kernel k = make_kernel_raw(kCutlass, {params(template_map(), template_map(), nullptr, d)}, {128});
+  for (int i = 0; i < 3; ++i) launch(k);
+  return finish(ran(k));
+}
+
+int large_param_no_maps() {
+  std::vector<uint8_t> s(3144, 0);  // multi_tensor_apply's TensorListMetadata: pointers, sizes, block-to-tensor maps
+  for (std::size_t i = 0; i < 110; ++i) put(s, 8 * i, kBase + i * 0x4000);
+  for (std::size_t i = 0; i < 110; ++i) put(s, 880 + 8 * i, int64_t{4096 + int64_t(i)});
+  for (std::size_t i = 0; i < 320; ++i) s[1760 + i] = static_cast<uint8_t>(i % 7);
+  for (std::size_t i = 0; i < 320; ++i) put(s, 2080 + 2 * i, static_cast<uint16_t>(i));
+  const Kernel k = make_kernel_raw("multi_tensor_apply_kernel", {s, std::vector<uint8_t>(4, 1)}, {8, 4});
+  for (int i = 0; i < 3; ++i) launch(k);
+  return finish(ran(k));
+}
+
+}  // namespace
+
+const std::vector<Scenario>& struct_scenarios() {
+  static const std::vector<Scenario> v = {
+      {"cutlass_params", cutlass_params},
+      {"grouped_templates", grouped_templates},
+      {"large_param_no_maps", large_param_no_maps},
+  };
+  return v;
+}
+
+}  // namespace client

@@ -1,0 +1,132 @@
+// Reading a launch's tensor maps: where a map can sit inside a larger parameter, how the parameter block's base is
+// derived from the driver's own placement, that struct fields are not taken for maps, and the extra form.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "tmaguard/launch.h"
+
+using namespace tmaguard;
+
+namespace {
+
+std::vector<uint8_t> a_map(uint64_t addr, uint64_t d0, uint64_t d1) {
+  EncodeArgs a;
+  a.dtype = 9;
+  a.rank = 2;
+  a.address = addr;
+  a.dims = {d0, d1};
+  a.strides = {2 * d0};
+  a.box = {64, 64};
+  a.element_strides = {1, 1};
+  a.swizzle = 3;
+  std::vector<uint8_t> b(kTensorMapBytes);
+  EXPECT_EQ(encode(a, b.data()), 0);
+  return b;
+}
+
+}  // namespace
+
+// The H200 put 128-byte parameters at offsets 112, 240, ... of a block based at 0x210: base mod 64 = 16.
+TEST(StructMaps, BaseDerivedFromTheDriversPlacementOf128ByteParameters) {
+  EXPECT_EQ(param_base_mod64(ParamLayout{{0, 112, 240, 368}, {4, 128, 128, 4}}), 16u);
+  EXPECT_EQ(param_base_mod64(ParamLayout{{0, 8}, {8, 1792}}), std::nullopt);
+  // A 128-aligned Params struct at offset 112 (absolute 640): windows at +0, +64, ..., up to size - 128.
+  const ParamLayout cutlass{{112}, {1792}};
+  const auto w = window_offsets(cutlass, 0, 16u);
+  ASSERT_EQ(w.size(), 27u);
+  EXPECT_EQ(w.front(), 0u);
+  EXPECT_EQ(w.back(), 1664u);
+  // A struct at offset 8 of a block at 16 mod 64 (absolute 24): the first aligned window is 40 bytes in.
+  EXPECT_EQ(window_offsets(ParamLayout{{8}, {512}}, 0, 16u).front(), 40u);
+  // Base unknown: the struct itself is taken as 64-byte aligned.
+  EXPECT_EQ(window_offsets(ParamLayout{{8}, {512}}, 0, std::nullopt).front(), 0u);
+  EXPECT_TRUE(window_offsets(ParamLayout{{0}, {100}}, 0, 16u).empty());
+}
+
+TEST(StructMaps, MapsInsideAParamsStructAreFoundWhereTheyAre) {
+  std::vector<uint8_t> params(1792, 0);
+  const int32_t shape[4] = {512, 256, 128, 1};
+  std::memcpy(params.data(), shape, sizeof shape);
+  for (const auto& [at, map] : std::vector<std::pair<std::size_t, std::vector<uint8_t>>>{
+           {128, a_map(0x7f0000000000ULL, 128, 512)}, {384, a_map(0x7f0001000000ULL, 128, 256)},
+           {1152, a_map(0x7f0003000000ULL, 256, 512)}})
+    std::memcpy(params.data() + at, map.data(), map.size());
+  const uint64_t ptr = 0x7f0007000000ULL;
+  std::memcpy(params.data() + 264, &ptr, 8);
+  void* kp[1] = {params.data()};
+  const ParamLayout layout{{112}, {1792}};
+  const auto slots = find_embedded_maps(layout, LaunchArgs{kp, nullptr, 0, true}, 16u);
+  ASSERT_EQ(slots.size(), 3u);
+  EXPECT_EQ(slots[0], (MapSlot{0, 128}));
+  EXPECT_EQ(slots[1], (MapSlot{0, 384}));
+  EXPECT_EQ(slots[2], (MapSlot{0, 1152}));
+  // The same in the extra form, bounded by the declared size: a buffer that ends before the last map hides it.
+  std::vector<uint8_t> buffer(112 + 1792);
+  std::memcpy(buffer.data() + 112, params.data(), params.size());
+  EXPECT_EQ(find_embedded_maps(layout, LaunchArgs{nullptr, buffer.data(), buffer.size(), true}, 16u).size(), 3u);
+  EXPECT_EQ(find_embedded_maps(layout, LaunchArgs{nullptr, buffer.data(), 112 + 1200, true}, 16u).size(), 2u);
+  // Without the caller's bytes, nothing is searched.
+  void* none[1] = {nullptr};
+  EXPECT_TRUE(find_embedded_maps(layout, LaunchArgs{none, nullptr, 0, true}, 16u).empty());
+}
+
+TEST(StructMaps, TemplatesAreRecognised) {
+  EncodeArgs a;
+  a.dtype = 1;
+  a.rank = 2;
+  a.dims = {1, 1};
+  a.strides = {16};
+  a.box = {64, 128};
+  a.element_strides = {1, 1};
+  a.swizzle = 3;
+  uint8_t b[128];
+  ASSERT_EQ(encode(a, b), 0);
+  const DecodeResult d = decode(b);
+  EXPECT_TRUE(plausible_map(d));
+  EXPECT_TRUE(template_map(d.view));
+  EXPECT_FALSE(template_map(decode(a_map(0x7f0000000000ULL, 128, 512).data()).view));
+}
+
+// No false maps: windows of zeros, random bytes and the stuff structs are made of (pointers, small integers,
+// floats, zeros), in every mix, must never pass as a tensor map. One million of each kind here; scripts/bench.sh
+// prints the rate over more.
+TEST(StructMaps, StructFieldsAndRandomBytesAreNeverTakenForAMap) {
+  std::mt19937_64 rng(20261130);
+  uint8_t w[128];
+  int random_hits = 0, structured_hits = 0;
+  for (int i = 0; i < 1000000; ++i) {
+    for (int q = 0; q < 16; ++q) {
+      const uint64_t v = rng();
+      std::memcpy(w + 8 * q, &v, 8);
+    }
+    random_hits += plausible_map(decode(w));
+  }
+  for (int i = 0; i < 1000000; ++i) {
+    for (int q = 0; q < 16; ++q) {
+      const uint64_t pick = rng() % 8;
+      uint64_t v = 0;
+      if (pick == 0) v = 0x7f0000000000ULL + (rng() % (1ULL << 36)) * 16;  // a device pointer
+      else if (pick == 1) v = rng() % 4096;                                  // a size or index
+      else if (pick == 2) v = (rng() % 256) | ((rng() % 256) << 32);         // two small int32
+      else if (pick == 3) {
+        const float f[2] = {float(rng() % 1000) / 7.f, 1.0f};
+        std::memcpy(&v, f, 8);
+      } else if (pick == 4) v = ~0ULL;
+      // 5..7: zeros
+      std::memcpy(w + 8 * q, &v, 8);
+    }
+    structured_hits += plausible_map(decode(w));
+  }
+  EXPECT_EQ(random_hits, 0);
+  EXPECT_EQ(structured_hits, 0);
+  // The closest a struct of zeros comes: a 1 at +64 (tile-size word) and a 16 at +72 (no-swizzle span word) decode
+  // as a rank-1 map of one byte with a consistent tile word; its 1-byte inner box gives it away.
+  std::memset(w, 0, sizeof w);
+  const uint32_t one = 1, span = 0x10;
+  std::memcpy(w + 64, &one, 4);
+  std::memcpy(w + 72, &span, 4);
+  ASSERT_TRUE(decode(w).ok());
+  EXPECT_FALSE(plausible_map(decode(w)));
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Builds the coverage census (markdown) from the inspect logs scripts/gpu-census wrote: per workload, how many
+launches carried tensor maps tmaguard could read, where they sat (128-byte parameters or inside larger ones), how
+many places inside large parameters were searched, and whether every map found inside a structure points into
+memory the PyTorch allocator owns (a false decode would not). Also embeds `tmaguard report`'s own census."""
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+
+
+def demangle(names):
+    if not names or not shutil.which("c++filt"):
+        return {n: n for n in names}
+    p = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True)
+    out = p.stdout.splitlines()
+    return dict(zip(names, out)) if len(out) == len(names) else {n: n for n in names}
+
+
+def short(name, width=140):
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
+def load(wdir):
+    recs = []
+    for f in sorted(glob.glob(os.path.join(wdir, "*.jsonl"))):
+        with open(f) as fh:
+            for line in fh:
+                line = line.strip()
+                if line:
+                    try:
+                        recs.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        pass
+    return recs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--tool", required=True)
+    ap.add_argument("--header", default="")
+    ap.add_argument("workloads", nargs="+")
+    a = ap.parse_args()
+    rows, details = [], []
+    totals = dict(launches=0, readable=0, windows=0, struct_maps=0, in_memory=0, not_in_memory=0)
+    for w in a.workloads:
+        wdir = os.path.join(a.dir, w)
+        recs = load(wdir)
+        try:
+            with open(os.path.join(wdir, "segments.json")) as f:
+                seg = json.load(f)
+        except (OSError, json.JSONDecodeError):
+            seg = {"status": "no result (crashed or timed out)", "segments": []}
+        segs = [(s["address"], s["address"] + s["size"]) for s in seg.get("segments", [])]
+        census = [r for r in recs if r.get("event") == "census"]
+        launches = sum(r.get("launches", 0) for r in census)
+        readable = sum(r.get("launches", 0) for r in census
+                       if r.get("maps_in_params", 0) + r.get("maps_in_structs", 0) > r.get("template_maps", 0))
+        k128 = sum(1 for r in census if r.get("maps_in_params", 0))
+        kstruct = sum(1 for r in census if r.get("maps_in_structs", 0))
+        windows = sum((p["size"] - 128) // 64 + 1 for r in census for p in r.get("large_params", []) if p["size"] >= 128)
+        large_no_map = sum(1 for r in census for p in r.get("large_params", []) if not p.get("maps"))
+        in_mem = not_in_mem = 0
+        for r in recs:
+            if r.get("event") != "inspect":
+                continue
+            for m in r.get("tensor_maps", []):
+                t = m.get("tensor_map") or {}
+                if not m.get("embedded") or m.get("template") or "address" not in t:
+                    continue
+                addr = int(t["address"], 16)
+                if any(lo <= addr < hi for lo, hi in segs):
+                    in_mem += 1
+                else:
+                    not_in_mem += 1
+        struct_maps = sum(r.get("maps_in_structs", 0) for r in census)
+        for k, v in (("launches", launches), ("readable", readable), ("windows", windows), ("struct_maps", struct_maps),
+                     ("in_memory", in_mem), ("not_in_memory", not_in_mem)):
+            totals[k] += v
+        rows.append(f"| {w} | {seg.get('status', '?')} | {launches} | {readable} | {len(census)} | {k128} | {kstruct} "
+                    f"| {large_no_map} | {windows} | {struct_maps} | {in_mem} / {in_mem + not_in_mem} |")
+        names = demangle([r.get("kernel", "?") for r in census])
+        census.sort(key=lambda r: -r.get("launches", 0))
+        lines = [f"### {w}", "", "| launches | maps in 128-B params | maps in structs | templates | large params "
+                 "(bytes: maps) | kernel |", "| ---: | ---: | ---: | ---: | --- | --- |"]
+        for r in census[:25]:
+            lp = ", ".join(f"{p['size']}: {p.get('maps', 0)}" for p in r.get("large_params", [])) or "-"
+            lines.append(f"| {r.get('launches', 0)} | {r.get('maps_in_params', 0)} | {r.get('maps_in_structs', 0)} | "
+                         f"{r.get('template_maps', 0)} | {lp} | `{short(names.get(r.get('kernel', '?'), '?'))}` |")
+        if len(census) > 25:
+            lines.append(f"| | | | | | ... {len(census) - 25} more kernels |")
+        logs = sorted(glob.glob(os.path.join(wdir, "*.jsonl")))
+        if logs:
+            rep = subprocess.run([a.tool, "report"] + logs, capture_output=True, text=True)
+            cov = rep.stdout.split("\nkernels (inspect records")[0].strip()
+            lines += ["", "<details><summary>tmaguard report</summary>", "", "```", cov, "```", "</details>"]
+        details.append("\n".join(lines) + "\n")
+    out = [a.header, "",
+           "| workload | status | launches | launches with readable maps | kernels | kernels with maps in 128-B "
+           "params | kernels with maps in structs | large params without maps | windows searched | maps found in "
+           "structs | of those, pointing into PyTorch memory |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"] + rows
+    out.append(f"| **all** | | {totals['launches']} | {totals['readable']} | | | | | {totals['windows']} | "
+               f"{totals['struct_maps']} | {totals['in_memory']} / {totals['in_memory'] + totals['not_in_memory']} |")
+    out += ["", "## Per workload", ""] + details
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+// Real processes with libtmaguard.so preloaded: tensor maps inside structure parameters (a CUTLASS 3.x Params struct
+// passed as the kernel's only parameter), templates, large parameters without maps, rule addressing, the census.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "client_run.h"
+
+namespace {
+
+const std::string kExample = std::string(TG_SOURCE_DIR) + "/rules/examples/cutlass_gemm_epilogue.toml";
+
+TEST(Structs, InspectShowsTheMapsInsideTheParamsStructWithTheirOffsets) {
+  const ClientRun r = run_client({"getproc", "launch", "cutlass_params"}, {{"TMAGUARD_MODE", "inspect"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  const auto ins = r.events("inspect");
+  ASSERT_EQ(ins.size(), 1u) << describe(r);
+  ASSERT_EQ(ins[0]["params"].size(), 1u);
+  EXPECT_EQ(ins[0]["params"][0], json({{"offset", 112}, {"size", 1792}})) << "128-aligned in the bank, as on the H200";
+  const auto& maps = ins[0]["tensor_maps"];
+  ASSERT_EQ(maps.size(), 4u) << describe(r);
+  const int offsets[4] = {128, 384, 896, 1152};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(maps[i]["param_index"], 0);
+    EXPECT_EQ(maps[i]["param_offset"], offsets[i]);
+    EXPECT_EQ(maps[i]["embedded"], true);
+  }
+  EXPECT_EQ(maps[3]["tensor_map"]["dims"], json({256, 512}));
+  const auto census = r.events("census");
+  ASSERT_EQ(census.size(), 1u) << describe(r);
+  EXPECT_EQ(census[0]["launches"], 5);
+  EXPECT_EQ(census[0]["maps_in_structs"], 4);
+  EXPECT_EQ(census[0]["large_params"], json::array({{{"param_index", 0}, {"size", 1792}, {"maps", 4}}}));
+}
+
+// The example rule file (a CUTLASS 3.x GEMM whose D must keep C's layout) addresses the maps by order: found inside
+// the struct, they are maps 0..3.
+TEST(Structs, ExampleRuleFileCatchesATransposedDInEveryMode) {
+  const ClientRun ok = run_client({"getproc", "launch", "cutlass_params"}, {{"TMAGUARD_RULES", kExample}});
+  ASSERT_TRUE(ok.p.exited && ok.p.code == 0) << describe(ok);
+  EXPECT_TRUE(ok.events("violation").empty() && ok.events("warning").empty()) << describe(ok);
+  const ClientRun ab = run_client({"getproc", "ex", "cutlass_params"},
+                                  {{"TMAGUARD_RULES", kExample}, {"TG_STRUCT_BAD", "d"}});
+  EXPECT_TRUE(ab.p.signaled && ab.p.signal == SIGABRT) << describe(ab);
+  ASSERT_EQ(ab.events("violation").size(), 1u) << describe(ab);
+  const json v = ab.events("violation")[0];
+  EXPECT_EQ(v["rule"], "gemm-d-layout");
+  EXPECT_EQ(v["tensor"], "D");
+  EXPECT_EQ(v["param_index"], 0);
+  EXPECT_EQ(v["param_offset"], 1152);
+  const ClientRun rej = run_client({"getproc", "launch", "cutlass_params"},
+                                   {{"TMAGUARD_RULES", kExample}, {"TG_STRUCT_BAD", "d"}, {"TMAGUARD_MODE", "reject"}});
+  EXPECT_EQ(rej.ran, 0) << describe(rej);
+  EXPECT_EQ(rej.failed, 5);
+  const ClientRun log = run_client({"dlsym", "launch", "cutlass_params", "--cukernel", "--extra"},
+                                   {{"TMAGUARD_RULES", kExample}, {"TG_STRUCT_BAD", "d"}, {"TMAGUARD_MODE", "log"}});
+  EXPECT_EQ(log.ran, 5) << describe(log);
+  EXPECT_EQ(log.events("violation").size(), 1u) << describe(log);
+}
+
+TEST(Structs, RulesAddressAMapInsideAParameterByOffset) {
+  const std::string rules = write_file("by_offset.toml", R"([[rule]]
+id = "d-like-c"
+kernel = "GemmUniversal"
+[rule.maps]
+C = "param:0+896"
+D = "param:0+1152"
+[[rule.check]]
+kind = "same_innermost"
+a = "D"
+b = "C"
+)");
+  const ClientRun r = run_client({"getproc", "launch", "cutlass_params"},
+                                 {{"TMAGUARD_RULES", rules}, {"TG_STRUCT_BAD", "d"}, {"TMAGUARD_MODE", "reject"}});
+  EXPECT_EQ(r.ran, 0) << describe(r);
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("violation")[0]["rule"], "d-like-c");
+  const ProcessResult tool = run_process({TG_TOOL, "check-rules", rules}, {});
+  EXPECT_NE(tool.out.find("C = param 0+896, D = param 0+1152"), std::string::npos) << tool.out;
+  std::remove(rules.c_str());
+}
+
+// CUTLASS's grouped GEMM keeps per-group template maps (every dim 1, address 0) that device code rewrites.
+TEST(Structs, TemplateMapsDrawNoFinding) {
+  const ClientRun r = run_client({"getproc", "launch", "grouped_templates"});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_TRUE(r.events("violation").empty() && r.events("warning").empty()) << describe(r);
+  EXPECT_EQ(r.events("summary")[0]["tensor_maps_decoded"], 3);
+}
+
+TEST(Structs, ALargeParameterOfPointersAndSizesHoldsNoMap) {
+  const ClientRun r = run_client({"getproc", "launch", "large_param_no_maps"});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.events("summary")[0]["launches_checked"], 0) << describe(r);
+  EXPECT_EQ(r.events("summary")[0]["tensor_maps_decoded"], 0);
+}
+
+// Repeated launches take the fast path (three maps inside a parameter fit the per-thread entry); the same struct
+// with D rewritten in place is checked again and stopped.
+TEST(Structs, RepeatedLaunchesAreCachedAndAStructRewrittenInPlaceIsCaught) {
+  const ClientRun r = run_client({"getproc", "launch", "cutlass_params"}, {{"TMAGUARD_RULES", kExample},
+                                                                           {"TMAGUARD_MODE", "reject"},
+                                                                           {"TG_STRUCT_MUTATE", "1"}});
+  EXPECT_EQ(r.ran, 5) << describe(r);
+  EXPECT_EQ(r.failed, 1);
+  const auto s = r.events("summary");
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]["launches_checked"], 6);
+  EXPECT_EQ(s[0]["tensor_maps_decoded"], 8) << "decoded on the first launch and again after the rewrite";
+}
+
+// The census in the report: which kernels' maps tmaguard could read, and how many launches that covers.
+TEST(Structs, ReportCensusSaysWhatTmaguardCouldSee) {
+  const std::string log = "/tmp/tmaguard_census_" + std::to_string(getpid()) + ".jsonl";
+  std::remove(log.c_str());
+  for (const char* sc : {"cutlass_params", "large_param_no_maps", "fa4_ok", "unmatched"})
+    run_process({TG_CLIENT, "getproc", "launch", sc},
+                {{"LD_PRELOAD", TG_LIB}, {"LD_LIBRARY_PATH", TG_FAKE_DIR}, {"TMAGUARD_MODE", "inspect"},
+                 {"TMAGUARD_LOG_FORMAT", "json"}, {"TMAGUARD_LOG", log}});
+  const ProcessResult r = run_process({TG_TOOL, "report", log}, {});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("coverage: 8 of 16 launches had tensor maps tmaguard could read (4 kernels)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("param 0+1152 bfloat16 dims [256,512]"), std::string::npos) << r.out;
+  std::remove(log.c_str());
+}
+
+}  // namespace
