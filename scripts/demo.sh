@@ -1,19 +1,35 @@
 #!/usr/bin/env bash
-# Demo without a GPU: an FA4-shaped backward launch through the stand-in driver, guarded by scripts/tmaguard.
+# Demo without a GPU: an FA4-shaped backward launch through a stand-in driver, guarded by tmaguard. Runs from the
+# source tree (scripts/demo.sh, after scripts/build.sh) or installed (`tmaguard demo`, which runs
+# PREFIX/share/tmaguard/demo/demo.sh with the job and the stand-in driver next to it). Exits 0 when the bad launch
+# was stopped by SIGABRT.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${TMAGUARD_BUILD_DIR:-$root/build}
-export LD_LIBRARY_PATH="$build/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-client="$build/tests/tg_client"
+here=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
+if [ -x "$here/tmaguard-demo-job" ]; then  # installed
+  client="$here/tmaguard-demo-job"
+  standin="$here/stand-in"
+  tmaguard=${TMAGUARD_BIN:-$(cd "$here/../../.." && pwd)/bin/tmaguard}
+else
+  root=$(cd "$here/.." && pwd)
+  build=${TMAGUARD_BUILD_DIR:-$root/build}
+  client="$build/tests/tg_client"
+  standin="$build/tests/fake_cuda"
+  tmaguard=${TMAGUARD_BIN:-$root/scripts/tmaguard}
+fi
+for f in "$client" "$standin/libcuda.so.1" "$tmaguard"; do
+  [ -e "$f" ] || { echo "demo: $f not found (from a source tree, run scripts/build.sh first)" >&2; exit 2; }
+done
+# the job finds the stand-in driver as it would find the real one: libcuda.so.1 on the library path
+export LD_LIBRARY_PATH="$standin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 say() { printf '\n== %s\n' "$*"; }
 say "1. K-major dK/dV (healthy job): no report, the summary proves the launches were seen"
-"$root/scripts/tmaguard" -- "$client" getproc ex fa4_ok
+"$tmaguard" -- "$client" getproc ex fa4_ok
 say "2. dK allocated seqlen-contiguous (the 'layout of mdK is wrong' bug), log mode: reported, kernel runs"
-"$root/scripts/tmaguard" --mode log -- "$client" getproc ex fa4_dk_bad
+"$tmaguard" --mode log -- "$client" getproc ex fa4_dk_bad
 say "3. same launch, default abort mode: reported, then SIGABRT before the kernel runs"
-"$root/scripts/tmaguard" -- "$client" getproc ex fa4_dk_bad
+"$tmaguard" -- "$client" getproc ex fa4_dk_bad
 rc=$?
 echo "(exit status $rc; 134 = SIGABRT)"
 say "4. reject mode, JSON lines: the launch returns CUDA_ERROR_INVALID_VALUE, the kernel never runs"
-"$root/scripts/tmaguard" --mode reject --json -- "$client" getproc ex fa4_dk_bad
+"$tmaguard" --mode reject --json -- "$client" getproc ex fa4_dk_bad
 [ "$rc" -eq 134 ]

@@ -2,7 +2,7 @@
 # Installs what building and testing tmaguard needs, from Debian packages, only where it is missing.
 # The CUDA toolkit headers (cuda.h) are needed at build time only; the driver itself is never linked.
 set -euo pipefail
-pkgs=(g++ cmake ninja-build binutils libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
+pkgs=(g++ cmake ninja-build binutils dpkg-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
       libtomlplusplus-dev libcli11-dev libpcre2-dev clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

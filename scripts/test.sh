@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every GPU-free test: builds (installing what is missing), then ctest (unit tests, golden vectors from the
-# H200, real processes with the library preloaded, export/NEEDED/init checks), then the core unit tests again
+# H200, real processes with the library preloaded, export/NEEDED/init checks), then the install test (the install
+# target and the .deb, run with the source and build trees renamed away), then the core unit tests again
 # under AddressSanitizer + UBSan, then the libFuzzer targets (rules parser, decoder, launch collection, graph-node
 # parameters, encode arithmetic, rule matching) for a bounded time each.
 set -euo pipefail
@@ -11,6 +12,11 @@ ctest_log=$(mktemp)
 (cd "$build" && ctest --output-on-failure -j2 | tee "$ctest_log")
 n_ctest=$(sed -n 's/.*tests passed, 0 tests failed out of \([0-9]*\).*/\1/p' "$ctest_log")
 rm -f "$ctest_log"
+# the installed copies (install target moved to another prefix, the .deb unpacked), trees renamed away
+install_log=$(mktemp)
+"$root/scripts/test-install.sh" | tee "$install_log"
+n_install=$(sed -n 's/^test-install: \([0-9]*\) checks passed.*/\1/p' "$install_log")
+rm -f "$install_log"
 asan="$build-asan"
 cmake -S "$root" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTMAGUARD_SANITIZE=ON >/dev/null
 ninja -C "$asan" core_tests
@@ -36,4 +42,4 @@ for t in "${fuzzers[@]}"; do
 done
 echo "fuzz: no crash, hang or sanitizer report"
 # Reaching this line means every step passed (set -e): ctest's tests, the ASan/UBSan core tests, the fuzzers.
-echo "tests: $((n_ctest + n_asan + ${#fuzzers[@]})) passed, 0 failed"
+echo "tests: $((n_ctest + n_install + n_asan + ${#fuzzers[@]})) passed, 0 failed"

@@ -30,6 +30,7 @@
 
 #include "counters.h"
 #include "runtime.h"
+#include "tmaguard_version.h"
 
 namespace tmaguard {
 namespace {
@@ -165,6 +166,8 @@ Summary summary_of(const Reporter& rep) {
   s.violations_by_rule = rep.by_rule;
   s.not_checkable = rep.not_checkable;
   s.log_records_lost = rep.sink->lost();
+  s.version = TMAGUARD_VERSION;
+  s.revision = TMAGUARD_REVISION;
   return s;
 }
 

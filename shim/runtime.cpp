@@ -17,9 +17,14 @@
 #include "launch_check.h"
 #include "reporter.h"
 #include "tmaguard/rules.h"
+#include "tmaguard_version.h"
 
 namespace tmaguard {
 namespace {
+
+// Which build this is, findable in the file itself (`tmaguard --version` reads it; so does
+// `strings libtmaguard.so | grep tmaguard`): kept by `used`, never referenced, costs nothing at run time.
+[[gnu::used]] const char kBuildMarker[] = "@(#)tmaguard " TMAGUARD_VERSION " " TMAGUARD_REVISION;
 
 // Constant-initialised: nothing runs when the library is loaded.
 std::atomic<bool> g_cannot_work_said{false};

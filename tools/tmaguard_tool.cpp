@@ -1,6 +1,7 @@
 // tmaguard-tool: offline helpers. `check-rules FILE...` validates rule files exactly as the library does at start
 // (exit 1 on any error); `report LOG...` turns JSON-lines logs of any mode into a readable summary (kernels and
-// their tensor maps, violations by rule and rank, launch counts by process).
+// their tensor maps, violations by rule and rank, launch counts by process); `version [--library PATH]` names this
+// build and the build of a libtmaguard.so (from the marker the library carries).
 #include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -16,8 +18,42 @@
 #include <vector>
 
 #include "tmaguard/rules.h"
+#include "tmaguard_version.h"
 
 namespace {
+
+const std::string kThisBuild = fmt::format("tmaguard {} (git {})", TMAGUARD_VERSION, TMAGUARD_REVISION);
+
+// The library's "@(#)tmaguard VERSION REVISION" marker, read from the file (never loaded: loading it would start
+// nothing, but a library of another build could be anything).
+int version(const std::string& library) {
+  std::cout << kThisBuild << "\n";
+  if (library.empty()) return 0;
+  std::ifstream in(library, std::ios::binary);
+  if (!in) {
+    std::cout << fmt::format("library: {}: cannot be read\n", library);
+    return 1;
+  }
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string tag = "@(#)tmaguard ";
+  const std::size_t at = bytes.find(tag);
+  if (at == std::string::npos) {
+    std::cout << fmt::format("library: {}: not a tmaguard library of version 0.2.0 or later (no version marker)\n",
+                             library);
+    return 1;
+  }
+  const std::size_t end = bytes.find('\0', at);
+  std::istringstream fields(bytes.substr(at + tag.size(), end - at - tag.size()));
+  std::string ver, rev;
+  fields >> ver >> rev;
+  const std::string lib_build = fmt::format("tmaguard {} (git {})", ver, rev);
+  std::cout << fmt::format("library: {}: {}\n", library, lib_build);
+  if (lib_build != kThisBuild) {
+    std::cout << "warning: the library and this helper come from different builds\n";
+    return 1;
+  }
+  return 0;
+}
 
 int check_rules(const std::vector<std::string>& files, bool show_builtin) {
   if (show_builtin) {
@@ -66,6 +102,7 @@ int report(const std::vector<std::string>& files) {
   std::map<std::string, uint64_t> notices;
   std::map<std::pair<std::string, std::string>, uint64_t> occurrences;  // from the summaries: repeats included
   uint64_t launches = 0, checked = 0, decoded = 0, processes = 0, lines = 0, bad_lines = 0;
+  std::map<std::string, uint64_t> writers;  // "tmaguard 0.2.0 (git ...)" -> processes
   for (const std::string& f : files) {
     std::ifstream in(f);
     if (!in) {
@@ -123,6 +160,10 @@ int report(const std::vector<std::string>& files) {
         violation_kernels[j.value("rule", "?")].insert(j.value("kernel", "?"));
       } else if (ev == "summary") {
         ++processes;
+        ++writers[j.contains("tmaguard_version")
+                      ? fmt::format("tmaguard {} (git {})", j.value("tmaguard_version", "?"),
+                                    j.value("tmaguard_revision", "?"))
+                      : std::string("tmaguard before 0.2.0 (no version in its summary)")];
         launches += j.value("launches_seen", 0ULL);
         checked += j.value("launches_checked", 0ULL);
         decoded += j.value("tensor_maps_decoded", 0ULL);
@@ -132,6 +173,11 @@ int report(const std::vector<std::string>& files) {
       }
     }
   }
+  std::string by;
+  for (const auto& [who, n] : writers) by += fmt::format("{}{} [{} process{}]", by.empty() ? "" : ", ", who, n,
+                                                          n == 1 ? "" : "es");
+  std::cout << fmt::format("report by {}; logs written by {}\n", kThisBuild,
+                           by.empty() ? std::string("unknown (no summary record)") : by);
   std::cout << fmt::format(
       "{} records from {} file(s); {} process summaries: {} launches seen, {} checked, {} tensor maps decoded\n",
       lines - bad_lines, files.size(), processes, launches, checked, decoded);
@@ -190,7 +236,11 @@ int main(int argc, char** argv) {
   cr->add_flag("--builtin", builtin, "print the built-in preset (FA4 SM100 backward)");
   auto* rp = app.add_subcommand("report", "summarize JSON-lines logs (any mode)");
   rp->add_option("logs", logs, "log files written with TMAGUARD_LOG_FORMAT=json")->required();
+  std::string library;
+  auto* vp = app.add_subcommand("version", "this build's version and git revision, and a library's");
+  vp->add_option("--library", library, "a libtmaguard.so to identify");
   CLI11_PARSE(app, argc, argv);
+  if (vp->parsed()) return version(library);
   if (cr->parsed()) {
     if (rule_files.empty() && !builtin) {
       std::cerr << "check-rules: give one or more rule files (or --builtin)\n";

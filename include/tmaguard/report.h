@@ -28,6 +28,7 @@ struct Summary {
   std::map<std::string, uint64_t> violations_by_rule;  // occurrences, repeats included
   std::map<std::string, uint64_t> not_checkable;       // launches tmaguard could not check, by reason
   uint64_t log_records_lost = 0;                       // records the log refused (written to stderr instead)
+  std::string version, revision;                       // which tmaguard wrote it (empty: not said)
 };
 
 //! One finding as a record; `action` is what the mode (or the rule) did about it.

@@ -184,6 +184,8 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
     j["violations"] = s.violations_by_rule;
     j["not_checkable"] = s.not_checkable;
     j["log_records_lost"] = s.log_records_lost;
+    if (!s.version.empty()) j["tmaguard_version"] = s.version;
+    if (!s.revision.empty()) j["tmaguard_revision"] = s.revision;
     return stamped(j, ctx);
   }
   auto counted = [](const std::map<std::string, uint64_t>& m) {
@@ -197,7 +199,8 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
   if (!s.not_checkable.empty()) line += "; not checkable: " + counted(s.not_checkable);
   if (s.log_records_lost)
     line += fmt::format("; {} records could not be written to TMAGUARD_LOG (they went to stderr)", s.log_records_lost);
-  return line + fmt::format(" ({})", ctx_text(ctx));
+  const std::string by = s.version.empty() ? "" : fmt::format("; tmaguard {} git {}", s.version, s.revision);
+  return line + fmt::format(" ({}{})", ctx_text(ctx), by);
 }
 
 std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx,

@@ -238,6 +238,57 @@ def grouped_mm():
            and embedded >= 3, f"rc={p.returncode} embedded_maps={embedded} kernels={json.dumps(seen)[:1500]}")
 
 
+def installed():
+    """The Debian package (--package, built by scripts/package.sh), unpacked with dpkg-deb -x and nothing else of the
+    build used: its tmaguard guards real GPU jobs (a bad dK stopped, Triton and torch._grouped_mm clean) and every
+    log names its version. Not part of the default run (needs --package)."""
+    import shutil
+    import tempfile
+    if not ARGS.package:
+        record("installed package", "needs --package", False, "")
+        return
+    root = tempfile.mkdtemp(prefix="tg-deb-")
+    subprocess.run(["dpkg-deb", "-x", ARGS.package, root], check=True)
+    tg = os.path.join(root, "usr", "bin", "tmaguard")
+    v = subprocess.run([tg, "--version"], capture_output=True, text=True)
+    record("installed package", "tmaguard --version", v.returncode == 0 and "library:" in v.stdout,
+           v.stdout.strip().replace("\n", " | "))
+    gpu = os.path.join(ARGS.root, "tests", "gpu")
+    fa4 = os.path.join(ARGS.build, "gpu", "fa4_gpu")
+    for name, argv, want_abort in (("FA4-shaped kernel, bad dK (abort)", [fa4, "chevron", "encode", "dk_bad"], True),
+                                   ("CUTLASS-style kernel with the user rule, clean", [fa4, "gemm", "driver", "encode",
+                                                                                       "ok"], False),
+                                   ("Triton TensorDescriptor matmul, clean", [sys.executable,
+                                                                              os.path.join(gpu, "triton_tma.py"), "50"],
+                                    False),
+                                   ("torch._grouped_mm, clean", [sys.executable, os.path.join(gpu, "grouped_mm.py"), "5"],
+                                    False)):
+        log = os.path.join(root, "log.%p.jsonl")
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        env["TMAGUARD_RULES"] = os.path.join(gpu, "gemm_rules.toml")
+        p = subprocess.run([tg, "--json", "--log", log, "--"] + argv, capture_output=True, text=True, env=env,
+                           timeout=300)
+        recs = []
+        for f in os.listdir(root):
+            if f.startswith("log.") and f.endswith(".jsonl"):
+                with open(os.path.join(root, f)) as fh:
+                    recs += [json.loads(x) for x in fh if x.strip()]
+                os.remove(os.path.join(root, f))
+        s = events(recs, "summary")
+        viol = events(recs, "violation")
+        ver = s[0].get("tmaguard_version") if s else None
+        if want_abort:
+            ok = p.returncode == -signal.SIGABRT and len(viol) == 1 and ver is not None
+        else:
+            ok = p.returncode == 0 and not viol and ver is not None and s[0].get("launches_seen", 0) > 0
+        record("installed package", name, ok, f"rc={p.returncode} violations={[r.get('rule') for r in viol]} "
+               f"summary_version={ver} rev={s[0].get('tmaguard_revision') if s else None} "
+               f"maps_decoded={s[0].get('tensor_maps_decoded') if s else None}"
+               + ("" if ok else f" stderr={p.stderr[-500:]!r}"))
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def encode_warnings():
     """The encode explainer on the real driver: a map of host memory and a map past the end of its allocation are
     accepted by the driver and each draws one warning (cuPointerGetAttribute answers); a healthy map draws none."""
@@ -465,6 +516,7 @@ def main():
     ap.add_argument("--e2e-pairs", type=int, default=6)
     ap.add_argument("--roundtrip-cases", type=int, default=20000)
     ap.add_argument("--only", default="")
+    ap.add_argument("--package", default="", help="a tmaguard .deb for the 'installed' section")
     ARGS = ap.parse_args()
     os.makedirs(ARGS.out, exist_ok=True)
     header = {
@@ -482,8 +534,8 @@ def main():
     sections = {"fa4": fa4_matrix, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm,
                 "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
                 "overhead": overhead,
-                "sanitizer": sanitizer, "e2e_control": e2e_control}
-    optional = {"e2e_control"}
+                "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}
+    optional = {"e2e_control", "installed"}
     for name, fn in sections.items():
         if (ARGS.only and name not in ARGS.only.split(",")) or (not ARGS.only and name in optional):
             continue

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "client_run.h"
+#include "tmaguard_version.h"
 
 namespace {
 
@@ -32,6 +33,27 @@ TEST(Report, JsonViolationRecordIsComplete) {
   EXPECT_EQ(v["tensor_map"]["address"], "0x7f0005000000");
   EXPECT_EQ(v["provenance"], "encoded by cuTensorMapEncodeTiled in this process");
   EXPECT_NE(v["hint"].get<std::string>().find("torch.empty_like(k)"), std::string::npos);
+}
+
+// A log says which tmaguard wrote it: the summary carries this build's version and git revision (the same the
+// library's marker and `tmaguard --version` give), in JSON and in text.
+TEST(Report, SummaryNamesTheVersionThatWroteIt) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_ok"}, {});
+  ASSERT_EQ(r.events("summary").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("summary")[0]["tmaguard_version"], TMAGUARD_VERSION);
+  EXPECT_EQ(r.events("summary")[0]["tmaguard_revision"], TMAGUARD_REVISION);
+  const ClientRun t = run_client({"dlsym", "launch", "fa4_ok"}, {{"TMAGUARD_LOG", ""}}, false, false);
+  EXPECT_NE(t.p.err.find(std::string("; tmaguard ") + TMAGUARD_VERSION + " git " + TMAGUARD_REVISION + ")"),
+            std::string::npos)
+      << describe(t);
+  const ProcessResult v = run_process({TG_TOOL, "version", "--library", TG_LIB}, {});
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find(std::string("tmaguard ") + TMAGUARD_VERSION + " (git " + TMAGUARD_REVISION + ")"),
+            std::string::npos)
+      << v.out;
+  const ProcessResult bad = run_process({TG_TOOL, "version", "--library", TG_CLIENT}, {});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("no version marker"), std::string::npos) << bad.out;
 }
 
 TEST(Report, TextFormatToStderrWithPidExpansion) {

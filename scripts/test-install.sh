@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Install test (run by scripts/test.sh after the build): the install target into a temporary prefix that is then
+# moved elsewhere, and the Debian package unpacked into an empty directory (dpkg-deb -x). Each installed copy must
+# then work with the source and build trees renamed away: --version names this build, check-rules accepts its own
+# rule files, its demo catches the bad launch, and a job preloaded through its bin/tmaguard is rejected with a log
+# whose summary names the version. Also: every ELF file needs only libc, and the package depends on libc6 only.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${TMAGUARD_BUILD_DIR:-$root/build}
+work=$(mktemp -d)
+passed=0
+ok() { passed=$((passed + 1)); }
+fail() { echo "test-install: FAIL: $*" >&2; exit 1; }
+version=$(sed -n 's/#define TMAGUARD_VERSION "\(.*\)"/\1/p' "$build/generated/tmaguard_version.h")
+revision=$(sed -n 's/#define TMAGUARD_REVISION "\(.*\)"/\1/p' "$build/generated/tmaguard_version.h")
+[ -n "$version" ] && [ -n "$revision" ] || fail "no version header in $build/generated"
+
+# 1. cmake --install into a prefix, then move the prefix (relocatable)
+cmake --install "$build" --prefix "$work/staging" >/dev/null
+mv "$work/staging" "$work/moved-prefix"
+# 2. the Debian package, unpacked
+(cd "$build" && cpack -G DEB >/dev/null 2>"$work/cpack.err") || { cat "$work/cpack.err" >&2; fail "cpack -G DEB"; }
+deb="$build/tmaguard_${version}_$(dpkg --print-architecture).deb"
+[ -f "$deb" ] || fail "no package at $deb"
+dpkg-deb -x "$deb" "$work/deb"
+depends=$(dpkg-deb -f "$deb" Depends)
+[[ "$depends" =~ ^libc6(\ \(\>=\ [0-9.]+\))?$ ]] || fail "the package depends on '$depends' (want libc6 only)"
+ok
+for tree in "$work/moved-prefix" "$work/deb/usr"; do
+  while IFS= read -r f; do
+    if head -c 4 "$f" | grep -q ELF; then
+      extra=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -v -x -e libc.so.6 -e ld-linux-x86-64.so.2 || true)
+      [ -z "$extra" ] || fail "$f needs $extra (want libc only)"
+    fi
+  done < <(find "$tree" -type f)
+done
+ok
+
+# 3. the source and build trees out of reach (restored on any exit)
+away="$root.away-$$"
+build_away=""
+restore() {
+  [ -d "$away" ] && mv "$away" "$root"
+  [ -n "$build_away" ] && [ -d "$build_away" ] && mv "$build_away" "$build"
+  rm -rf "$work"
+}
+trap restore EXIT
+trap "exit 130" INT TERM
+cd /
+if ! mv "$root" "$away" 2>/dev/null; then
+  # a source tree that cannot be renamed (a mount point): at least the build tree goes
+  echo "test-install: cannot rename $root (a mount point?); renaming only the build tree" >&2
+  build_away="$build.away-$$"
+  mv "$build" "$build_away"
+else
+  case "$build" in "$root"/*) ;; *) build_away="$build.away-$$"; mv "$build" "$build_away" ;; esac
+fi
+
+for tree in "$work/moved-prefix" "$work/deb/usr"; do
+  tg="$tree/bin/tmaguard"
+  out=$("$tg" --version) || fail "$tg --version: $out"
+  grep -q "library: $tree/lib/libtmaguard.so: tmaguard $version (git $revision)" <<<"$out" ||
+    fail "$tg --version does not name this build's library: $out"
+  ok
+  "$tg" check-rules "$tree/share/tmaguard/rules/fa4_sm100_bwd.toml" "$tree"/share/tmaguard/rules/examples/*.toml \
+    >"$work/check.out" 2>&1 || fail "check-rules on the installed rules: $(cat "$work/check.out")"
+  ok
+  "$tg" demo >"$work/demo.out" 2>&1 || fail "the installed demo did not stop the bad launch: $(tail -5 "$work/demo.out")"
+  grep -q "fa4-dk-not-k-major" "$work/demo.out" || fail "the installed demo reported nothing"
+  ok
+  # a job preloaded the documented way, reject mode, JSON log with %p
+  rm -f "$work"/job.*.jsonl
+  set +e
+  LD_LIBRARY_PATH="$tree/share/tmaguard/demo/stand-in" "$tg" --mode reject --json --log "$work/job.%p.jsonl" -- \
+    "$tree/share/tmaguard/demo/tmaguard-demo-job" getproc ex fa4_dk_bad >"$work/job.out" 2>&1
+  set -e
+  log=$(ls "$work"/job.*.jsonl 2>/dev/null | head -1)
+  [ -n "$log" ] || fail "the preloaded job wrote no log: $(cat "$work/job.out")"
+  grep -q '"action":"reject".*"rule":"fa4-dk-not-k-major"' "$log" || fail "no reject record in $log"
+  grep -q "\"tmaguard_revision\":\"$revision\",\"tmaguard_version\":\"$version\"" "$log" ||
+    fail "the summary does not name tmaguard $version ($revision): $(tail -1 "$log")"
+  grep -q "RESULT ok=0 failed=3 ran=0" "$work/job.out" || fail "the bad launches were not rejected: $(cat "$work/job.out")"
+  ok
+  "$tg" report "$log" >"$work/report.out" || fail "report: $(cat "$work/report.out")"
+  grep -q "logs written by tmaguard $version (git $revision)" "$work/report.out" ||
+    fail "the report does not say which tmaguard wrote the log: $(head -2 "$work/report.out")"
+  ok
+done
+echo "test-install: $passed checks passed (install target moved to another prefix, .deb unpacked; source and build trees renamed away)"
