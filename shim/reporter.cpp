@@ -35,35 +35,6 @@
 namespace tmaguard {
 namespace {
 
-// Writes all of [p, p + n) to fd; false when the descriptor refuses it. SIGPIPE is blocked for this thread during
-// the write, and a SIGPIPE the write itself raised is consumed (one that was already pending is left alone).
-bool write_whole(int fd, const char* p, std::size_t n) {
-  sigset_t pipe_set, old;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  sigset_t pending;
-  sigpending(&pending);
-  const bool was_pending = sigismember(&pending, SIGPIPE);
-  bool ok = true;
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      ok = false;
-      break;
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  if (!ok && errno == EPIPE && !was_pending) {
-    const timespec zero{0, 0};
-    sigtimedwait(&pipe_set, nullptr, &zero);
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return ok;
-}
-
 // Opens the log the way a log of someone else's job must be opened; -1 with `error` set when it cannot be.
 int open_log(const std::string& path, std::string* error) {
   const int fd =

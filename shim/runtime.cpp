@@ -176,8 +176,9 @@ bool armed_slow() {
 
 const RuleSet& rules() { return **g_rules; }
 
-void write_stderr_line(const std::string& line) {
-  // SIGPIPE blocked for the write: a stderr whose reader is gone must not kill the job.
+// Writes all of [p, p + n) to fd; false when the descriptor refuses it. SIGPIPE is blocked for this thread during
+// the write, and a SIGPIPE the write itself raised is consumed (one that was already pending is left alone).
+bool write_whole(int fd, const char* p, std::size_t n) {
   sigset_t pipe_set, old;
   sigemptyset(&pipe_set);
   sigaddset(&pipe_set, SIGPIPE);
@@ -185,12 +186,28 @@ void write_stderr_line(const std::string& line) {
   sigset_t pending;
   sigpending(&pending);
   const bool was_pending = sigismember(&pending, SIGPIPE);
-  const std::string l = line + "\n";
-  if (::write(2, l.data(), l.size()) < 0 && errno == EPIPE && !was_pending) {
+  bool ok = true;
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ok = false;
+      break;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  if (!ok && errno == EPIPE && !was_pending) {
     const timespec zero{0, 0};
     sigtimedwait(&pipe_set, nullptr, &zero);
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return ok;
+}
+
+void write_stderr_line(const std::string& line) {
+  const std::string l = line + "\n";
+  write_whole(2, l.data(), l.size());
 }
 
 void report_cannot_work(const std::string& why) {

@@ -40,6 +40,9 @@ inline Mode mode() { return static_cast<Mode>(g_hot.mode.load(std::memory_order_
 
 //! tmaguard cannot work: says so once, in one line, on stderr, then steps aside for good.
 void report_cannot_work(const std::string& why);
+//! Writes all of [p, p + n) to fd (false when the descriptor refuses it), with SIGPIPE blocked for the write: a
+//! reader that went away must not kill the job.
+bool write_whole(int fd, const char* p, std::size_t n);
 //! One line on stderr, written whole (tmaguard's own warnings before or outside the reporter).
 void write_stderr_line(const std::string& line);
 
