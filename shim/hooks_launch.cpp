@@ -12,12 +12,13 @@ namespace tmaguard {
 namespace {
 
 // Whether this launch may use the per-thread caches at all: armed, not inside one of our own calls, not
-// inspecting (inspect mode records every layout, so every launch takes the full path), and no module unloaded
-// since this thread's front cache was last validated (a freed handle may have been reused).
+// inspecting (inspect mode records every layout, so every launch takes the full path), and no kernel facts
+// replaced since this thread's front cache was last validated (an unload frees handles the driver may reuse; a
+// deferred struct search gives a kernel more map slots).
 __attribute__((always_inline)) inline bool caches_usable() {
   return t_hot.hook_depth == 0 && g_hot.state.load(std::memory_order_acquire) == kArmed &&
          g_hot.mode.load(std::memory_order_relaxed) != static_cast<int>(Mode::kInspect) &&
-         t_hot.unload_epoch == g_hot.unload_epoch.load(std::memory_order_relaxed);
+         t_hot.kernel_epoch == g_hot.kernel_epoch.load(std::memory_order_relaxed);
 }
 
 // The launch wrappers' fast path, inlined into each: true when the launch is known to be fine without the full

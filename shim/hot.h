@@ -26,7 +26,8 @@ inline long initing_pid(uint64_t state) { return static_cast<long>(state >> 8); 
 struct alignas(64) HotGlobals {
   std::atomic<uint64_t> state;         // InitState (with the initialiser's pid while initialising)
   std::atomic<int> mode;               // Mode, valid once armed
-  std::atomic<uint32_t> unload_epoch;  // bumped by every module/library unload: per-thread caches must be dropped
+  std::atomic<uint32_t> kernel_epoch;  // bumped whenever kernel facts are replaced (a module/library unload, a
+                                       // deferred struct search): per-thread caches must be dropped
   std::atomic<void*> real[48];         // the real driver's functions by EntryId (driver.h: kNotLookedUp, kMissing)
 };
 extern HotGlobals g_hot;
@@ -53,7 +54,7 @@ constexpr unsigned kFrontEntries = 16;
 struct alignas(64) ThreadHot {
   int hook_depth;
   int registered;         // counted in the summary (registered with the thread registry)
-  uint32_t unload_epoch;  // HotGlobals::unload_epoch when `front` was last known valid
+  uint32_t kernel_epoch;  // HotGlobals::kernel_epoch when `front` was last known valid
   std::atomic<uint64_t> launches_seen;
   std::atomic<uint64_t> launches_checked;
   std::atomic<uint64_t> maps_decoded;

@@ -97,13 +97,16 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args) {
     base = static_cast<uint32_t>(known);
   }
   const auto& sizes = k->layout.sizes;
-  if (args && std::any_of(sizes.begin(), sizes.end(), [](std::size_t s) { return s > kTensorMapBytes; })) {
-    const std::vector<MapSlot> inner = find_embedded_maps(k->layout, *args, base);
-    k->maps.insert(k->maps.end(), inner.begin(), inner.end());
-    std::sort(k->maps.begin(), k->maps.end(), [](const MapSlot& a, const MapSlot& b) {
-      return a.param != b.param ? a.param < b.param : a.offset < b.offset;
-    });
-    k->structs_searched = true;
+  if (std::any_of(sizes.begin(), sizes.end(), [](std::size_t s) { return s > kTensorMapBytes; })) {
+    if (args) {
+      const std::vector<MapSlot> inner = find_embedded_maps(k->layout, *args, base);
+      k->maps.insert(k->maps.end(), inner.begin(), inner.end());
+      std::sort(k->maps.begin(), k->maps.end(), [](const MapSlot& a, const MapSlot& b) {
+        return a.param != b.param ? a.param < b.param : a.offset < b.offset;
+      });
+    } else {
+      k->search_pending = true;
+    }
   }
   // The owner, so that an unload can forget this kernel (a driver without these calls: any unload forgets all).
   if (is_kernel) {
@@ -128,13 +131,13 @@ std::atomic<uint64_t> g_clean[kCleanSlots];
 
 FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
   // An unload since this thread last looked: any entry may describe a freed (and reused) handle.
-  const uint32_t epoch = g_hot.unload_epoch.load(std::memory_order_acquire);
-  if (t_hot.unload_epoch != epoch) {
+  const uint32_t epoch = g_hot.kernel_epoch.load(std::memory_order_acquire);
+  if (t_hot.kernel_epoch != epoch) {
     std::memset(static_cast<void*>(t_hot.front), 0, sizeof t_hot.front);
-    t_hot.unload_epoch = epoch;
+    t_hot.kernel_epoch = epoch;
   }
   FrontEntry& e = front_slot(f);
-  if (e.f == f && e.info) return e;
+  if (e.f == f && e.info && !(e.info->search_pending && args)) return e;
   const KernelInfo* info = kernel_info(f, args);
   e.f = f;
   e.info = info;
@@ -146,7 +149,9 @@ FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
   const bool pairs = std::all_of(m.begin(), m.end(), [](const MapSlot& s) {
     return s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 256;
   });
-  if (whole && m.size() <= sizeof(e.idx)) {
+  if (info->search_pending) {
+    e.n_maps = kManyMaps;  // never the no-maps fast path: every launch goes to the full check until one is searched
+  } else if (whole && m.size() <= sizeof(e.idx)) {
     for (std::size_t i = 0; i < m.size(); ++i) e.idx[i] = static_cast<uint8_t>(m[i].param);
     e.n_maps = static_cast<uint8_t>(m.size());
   } else if (pairs && m.size() <= sizeof(e.idx) / 2) {
@@ -169,6 +174,16 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
     uintptr_t k = table[i].key.load(std::memory_order_acquire);
     if (k == key) {
       const KernelInfo* info = table[i].info.load(std::memory_order_acquire);
+      if (live(info) && info->search_pending && args) {  // the first launch with bytes: search now, replace
+        const KernelInfo* built = build(f, args);
+        if (table[i].info.compare_exchange_strong(info, built, std::memory_order_acq_rel)) {
+          g_hot.kernel_epoch.fetch_add(1, std::memory_order_acq_rel);  // other threads' front caches hold the old
+          return built;
+        }
+        delete built;  // another thread replaced it (or an unload forgot it) first
+        if (live(info)) return info;
+        break;
+      }
       if (live(info)) return info;
       if (info == nullptr) break;          // another thread is filling it in: use the overflow map below (rare)
       const KernelInfo* built = build(f, args);  // forgotten after an unload: the handle now names another kernel
@@ -197,8 +212,9 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
   std::lock_guard<std::mutex> lock(g_overflow_mu);
   if (!g_overflow) g_overflow = new std::unordered_map<uintptr_t, const KernelInfo*>;
   auto it = g_overflow->find(key);
-  if (it != g_overflow->end()) return it->second;
+  if (it != g_overflow->end() && !(it->second->search_pending && args)) return it->second;
   const KernelInfo* built = build(f, args);
+  if (it != g_overflow->end()) g_hot.kernel_epoch.fetch_add(1, std::memory_order_acq_rel);
   (*g_overflow)[key] = built;
   return built;
 }
@@ -220,7 +236,7 @@ void forget_kernels_of(const void* owner, const void* module) {
       for (auto it = g_overflow->begin(); it != g_overflow->end();)
         it = doomed(it->second) ? g_overflow->erase(it) : ++it;
   }
-  g_hot.unload_epoch.fetch_add(1, std::memory_order_acq_rel);
+  g_hot.kernel_epoch.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void for_each_kernel(void (*fn)(const KernelInfo&)) {

@@ -23,7 +23,8 @@ struct KernelInfo {
   std::vector<MapSlot> maps;
   const void* owner = nullptr;    // its CUmodule (CUfunction) or CUlibrary (CUkernel); nullptr when unknown
   bool params_truncated = false;  // more parameters than tmaguard reads (kMaxParams): the rest were not checked
-  bool structs_searched = false;  // the first launch provided the large parameters' bytes
+  bool search_pending = false;    // a parameter over 128 bytes not searched yet: the launch that built this gave
+                                  // no readable bytes; the next launch that does replaces this KernelInfo
 
   // Inspect mode's census (what tmaguard could see over the run), updated by every inspected launch.
   mutable std::atomic<uint64_t> launches{0};
@@ -36,10 +37,11 @@ struct KernelInfo {
 //! Read-mostly: a lock-free table, filled on a kernel's first launch. KernelInfo objects are never freed, so a
 //! pointer to one identifies one kernel for the life of the process (a handle may be reused after an unload).
 //! `args`: the launch's arguments, with which a kernel's first launch searches its parameters over 128 bytes for
-//! embedded maps (nullptr: no search).
+//! embedded maps (nullptr: no bytes to search; the search waits for the first launch that has them).
 const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args);
-//! This thread's front-cache entry for `f` (hot.h), filled from kernel_info() when it holds another kernel or
-//! when a module was unloaded since this thread last looked.
+//! This thread's front-cache entry for `f` (hot.h), filled from kernel_info() when it holds another kernel, when
+//! kernel facts were replaced since this thread last looked, or when its kernel still waits for a struct search
+//! and `args` can serve it.
 FrontEntry& front_entry(CUfunction f, const LaunchArgs* args);
 //! Every kernel known (for inspect mode's census at exit).
 void for_each_kernel(void (*fn)(const KernelInfo&));

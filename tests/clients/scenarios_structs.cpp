@@ -7,6 +7,9 @@
 //   grouped_templates    the grouped (ptr-array) GEMM form: A and B are per-group templates (every dim 1, NULL
 //                        address) that device code rewrites; D real
 //   large_param_no_maps  a 3144-byte parameter (multi_tensor_apply's size) of pointers, sizes and zeros
+//   cutlass_first_unreadable  the cutlass_params kernel's first launch passes its buffer without
+//                        CU_LAUNCH_PARAM_BUFFER_SIZE (no bytes tmaguard may read, so nothing to search), then 3
+//                        ordinary launches follow
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -99,6 +102,21 @@ int large_param_no_maps() {
   return finish(ran(k));
 }
 
+int cutlass_first_unreadable() {
+  const char* bad = std::getenv("TG_STRUCT_BAD");
+  const CUtensorMap a = matrix(kBase, 512, 128), b = matrix(kBase + kStep, 256, 128), c = matrix(kBase + 2 * kStep, 512, 256);
+  const CUtensorMap d = matrix(kBase + 3 * kStep, 512, 256, bad && std::string(bad) == "d");
+  const Kernel k = make_kernel_raw(kCutlass, {params(a, b, &c, d)}, {128});
+  std::vector<uint8_t> buffer(112 + 1792);  // the struct where the driver puts it (offset 112)
+  std::memcpy(buffer.data() + 112, k.values[0].data(), 1792);
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer.data(), CU_LAUNCH_PARAM_END};
+  auto fn = reinterpret_cast<PFN_cuLaunchKernel_v4000>(resolve("cuLaunchKernel", false, 4000));
+  const CUresult rc = fn(static_cast<CUfunction>(k.handle), 1, 1, 1, 128, 1, 1, 0, nullptr, nullptr, extra);
+  (rc == CUDA_SUCCESS ? g_ok : g_failed)++;
+  for (int i = 0; i < 3; ++i) launch(k);
+  return finish(ran(k));
+}
+
 }  // namespace
 
 const std::vector<Scenario>& struct_scenarios() {
@@ -106,6 +124,7 @@ const std::vector<Scenario>& struct_scenarios() {
       {"cutlass_params", cutlass_params},
       {"grouped_templates", grouped_templates},
       {"large_param_no_maps", large_param_no_maps},
+      {"cutlass_first_unreadable", cutlass_first_unreadable},
   };
   return v;
 }

@@ -113,6 +113,20 @@ TEST(Structs, RepeatedLaunchesAreCachedAndAStructRewrittenInPlaceIsCaught) {
   EXPECT_EQ(s[0]["tensor_maps_decoded"], 8) << "decoded on the first launch and again after the rewrite";
 }
 
+// A kernel whose first launch gave tmaguard no bytes to search (extra without BUFFER_SIZE) is searched on the next
+// launch that does: its maps are not missed for good, and the launch is not left on the no-maps fast path.
+TEST(Structs, AFirstLaunchWithoutReadableBytesDefersTheSearch) {
+  const ClientRun r = run_client({"getproc", "launch", "cutlass_first_unreadable"},
+                                 {{"TMAGUARD_RULES", kExample}, {"TG_STRUCT_BAD", "d"}, {"TMAGUARD_MODE", "reject"}});
+  EXPECT_EQ(r.ran, 1) << describe(r) << "only the unreadable first launch ran";
+  EXPECT_EQ(r.failed, 3);
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("violation")[0]["param_offset"], 1152);
+  const ClientRun ok = run_client({"getproc", "launch", "cutlass_first_unreadable"}, {{"TMAGUARD_RULES", kExample}});
+  EXPECT_EQ(ok.ran, 4) << describe(ok);
+  EXPECT_TRUE(ok.events("violation").empty()) << describe(ok);
+}
+
 // The census in the report: which kernels' maps tmaguard could read, and how many launches that covers.
 TEST(Structs, ReportCensusSaysWhatTmaguardCouldSee) {
   const std::string log = "/tmp/tmaguard_census_" + std::to_string(getpid()) + ".jsonl";
