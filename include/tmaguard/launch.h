@@ -81,6 +81,12 @@ bool plausible_map(const DecodeResult& d);
 //! A per-group template map (CUTLASS's ptr-array/grouped GEMMs keep maps with every dim 1 that device code
 //! rewrites before use): not a layout to judge.
 bool template_map(const TensorMapView& v);
+//! A template map inside a structure (any record with `embedded` and `decoded`): shown, never judged, by a rule
+//! or by the generic descriptor checks.
+template <typename M>
+bool unjudged_template(const M& m) {
+  return m.embedded && m.decoded.ok() && template_map(m.decoded.view);
+}
 
 //! Every plausible map inside every parameter larger than 128 bytes, for this launch's argument bytes, in
 //! parameter order and, inside a parameter, offset order.

@@ -126,7 +126,7 @@ std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, Lo
     for (const auto& m : r.maps) {
       json e{{"order", m.order}, {"param_index", m.param_index}, {"param_offset", m.param_offset}};
       if (m.embedded) e["embedded"] = true;
-      if (m.embedded && m.decoded.ok() && template_map(m.decoded.view)) e["template"] = true;
+      if (unjudged_template(m)) e["template"] = true;
       if (m.decoded.ok())
         e["tensor_map"] = map_json(m.decoded.view);
       else

@@ -8,6 +8,8 @@
 //   [[rule.require]]  the kernel's signature: if one entry fails, one warning (signature_id) says which, no checks
 //   not_checkable     the rule reports its reason (counted, said once) instead of checking
 //   [[rule.check]]    in order; once a map fails one check its later checks are skipped (the first cause wins)
+// A check that names a template map inside a structure (launch.h: unjudged_template) is not evaluated: in `when`
+// the rule then does not apply, in `require` and `check` that entry is passed over, silently.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -37,6 +39,7 @@ struct Evaluation {
   std::string b;                        // the map compared with (pair kinds), one evaluation per name in check.b
   const TensorMapParam* undecodable;    // a map of the check that is no tensor map (nullptr: both decoded)
   std::optional<CheckFailure> failure;  // set when the check does not hold
+  bool template_named = false;          // a map of the check is a template: not evaluated
 };
 
 // Evaluates a check against every map it names in `b` (once for single-map kinds).
@@ -47,6 +50,11 @@ std::vector<Evaluation> evaluate(const Check& c, const std::map<std::string, con
   for (const std::string& bn : bs) {
     const TensorMapParam* b = bn.empty() ? nullptr : named.at(bn);
     Evaluation e{&c, bn, nullptr, std::nullopt};
+    if (unjudged_template(*a) || (b && unjudged_template(*b))) {
+      e.template_named = true;
+      out.push_back(std::move(e));
+      continue;
+    }
     if (!a->decoded.ok())
       e.undecodable = a;
     else if (b && !b->decoded.ok())
@@ -88,7 +96,7 @@ void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<Ten
   }
   for (const Check& c : r.when)
     for (const Evaluation& e : evaluate(c, named))
-      if (e.undecodable || e.failure) return;
+      if (e.template_named || e.undecodable || e.failure) return;
   std::vector<std::string> unmet;
   for (const Check& c : r.require) {
     for (const Evaluation& e : evaluate(c, named)) {

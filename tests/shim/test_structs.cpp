@@ -92,6 +92,33 @@ TEST(Structs, TemplateMapsDrawNoFinding) {
   EXPECT_EQ(r.events("summary")[0]["tensor_maps_decoded"], 3);
 }
 
+// A user rule that names a template map judges nothing through it (its dims say nothing of the real operand), while
+// its checks between real maps still run.
+TEST(Structs, RulesNamingATemplateMapJudgeNothingThroughIt) {
+  const std::string rules = write_file("templates.toml", R"([[rule]]
+id = "grouped-d"
+kernel = "GemmUniversal"
+[rule.maps]
+A = 0
+D = "param:0+1152"
+[[rule.check]]
+kind = "same_innermost"
+a = "D"
+b = "A"
+[[rule.check]]
+id = "grouped-d-rank"
+kind = "rank"
+map = "D"
+equals = 3
+)");
+  const ClientRun r = run_client({"getproc", "launch", "grouped_templates"},
+                                 {{"TMAGUARD_RULES", rules}, {"TMAGUARD_MODE", "log"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("violation")[0]["rule"], "grouped-d-rank") << "only the check between real maps fires";
+  std::remove(rules.c_str());
+}
+
 TEST(Structs, ALargeParameterOfPointersAndSizesHoldsNoMap) {
   const ClientRun r = run_client({"getproc", "launch", "large_param_no_maps"});
   ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
