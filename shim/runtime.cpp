@@ -32,8 +32,6 @@ std::atomic<bool> g_cannot_work_said{false};
 // threads read it without a lock until the process ends, exit handlers included.
 const std::shared_ptr<const RuleSet>* g_rules = nullptr;
 
-void write_stderr(const std::string& line) { write_stderr_line(line); }
-
 // fork: every module's lock is taken before fork() and released in both processes; the child resets its state.
 void fork_prepare() {
   reporter_fork_prepare();
@@ -62,14 +60,14 @@ std::shared_ptr<const RuleSet> load_rules(const Config& cfg) {
   if (cfg.builtin_rules) sets.push_back(parse_rules(builtin_rules_text(), "built-in rules").rules);
   for (const std::string& path : cfg.rules_files) {
     const RulesResult res = load_rules_file(path);
-    for (const std::string& e : res.errors) write_stderr("tmaguard: rules error: " + e);
+    for (const std::string& e : res.errors) write_stderr_line("tmaguard: rules error: " + e);
     if (!res.errors.empty() && !cfg.continue_on_rules_error) {
-      write_stderr("tmaguard: stopping the job before its first launch: fix " + path +
-                   " (scripts/tmaguard check-rules), or set TMAGUARD_RULES_ON_ERROR=continue to run without it");
+      write_stderr_line("tmaguard: stopping the job before its first launch: fix " + path +
+                   " (tmaguard check-rules), or set TMAGUARD_RULES_ON_ERROR=continue to run without it");
       std::_Exit(78);
     }
     if (!res.errors.empty())
-      write_stderr("tmaguard: continuing without " + path + " (TMAGUARD_RULES_ON_ERROR=continue)");
+      write_stderr_line("tmaguard: continuing without " + path + " (TMAGUARD_RULES_ON_ERROR=continue)");
     sets.push_back(res.rules);
   }
   return merge_rules(sets);
@@ -162,7 +160,7 @@ bool armed_slow() {
     if (now > deadline) {
       static std::atomic<bool> said{false};
       if (!said.exchange(true))
-        write_stderr(
+        write_stderr_line(
             "tmaguard: warning: initialisation on another thread has not finished after 60 s; launches pass "
             "unchecked until it does");
       return false;
@@ -213,7 +211,7 @@ void write_stderr_line(const std::string& line) {
 void report_cannot_work(const std::string& why) {
   g_hot.state.store(kDisabled, std::memory_order_release);
   if (g_cannot_work_said.exchange(true)) return;
-  write_stderr("tmaguard: cannot work: " + why + "; the job runs on unguarded");
+  write_stderr_line("tmaguard: cannot work: " + why + "; the job runs on unguarded");
 }
 
 }  // namespace tmaguard
