@@ -40,6 +40,17 @@ enum class DataType : uint8_t {
 };
 enum class MapKind : uint8_t { kTiled = 0, kIm2col = 1, kIm2colWide = 2 };
 
+//! Who wrote a descriptor, as the words an encoder fills or leaves empty tell (docs/descriptor-forms.md):
+//!   kDriver       cuTensorMapEncode*: the tile-size word (w16) and the swizzle-span word (w18) filled, w2 bit 1 clear
+//!   kCuteDsl      CuTe DSL's generated host code (FlashAttention-4's encoder): w2 bit 1 set, w16 and w18 empty
+//!   kDeviceBuilt  PTX tensormap.replace on a zero-filled descriptor (Triton's device-side descriptors): w2 bit 1
+//!                 clear, w16 and w18 empty
+//!   kUnknown      a consistent descriptor whose form words match none of these (said once, never an error)
+//! The layout fields (address, rank, type, dims, strides, boxes, swizzle) mean the same in every form: the TMA unit
+//! reads them, not the form words.
+enum class Encoder : uint8_t { kDriver = 0, kCuteDsl, kDeviceBuilt, kUnknown };
+const char* to_string(Encoder e);
+
 const char* to_string(DataType t);
 //! Bytes per element, 0 for unknown or sub-byte packed types.
 int element_size(DataType t);
@@ -47,6 +58,8 @@ bool is_float(DataType t);
 //! Inner-box byte span a swizzle mode allows: 0 (none), 32, 64, 128.
 uint32_t swizzle_span(uint32_t swizzle);
 const char* swizzle_name(uint32_t swizzle);
+//! The swizzle-span word (w18) the driver writes for a swizzle mode: 0x10 (none), 0x100, 0x200, 0x400.
+uint32_t swizzle_span_word(uint32_t swizzle);
 const char* interleave_name(uint32_t interleave);
 
 //! Arguments of cuTensorMapEncodeTiled / Im2col / Im2colWide, in the driver's own words.
@@ -120,9 +133,17 @@ struct TensorMapView {
   std::array<int32_t, 3> lower_corner{}, upper_corner{};
   uint32_t channels_per_pixel = 0, pixels_per_column = 0;
   uint32_t interleave = 0, swizzle = 0, swizzle_atomicity = 0, l2_promotion = 0, oob_fill = 0;
-  uint32_t sm100_bits = 0;  // word 2 bits 19-21 (swizzle atomicity, large-tensor flag): an sm_90 driver sets none
-  uint32_t tile_bytes = 0;  // as stored in the descriptor
-  uint32_t swizzle_span_word = 0;  // as stored (0x10, 0x100, 0x200, 0x400)
+  uint32_t sm100_bits = 0;  // word 2 bits 19-21 (swizzle atomicity; bit 21 the large-tensor flag): the H200's driver
+                            // sets none; CuTe DSL sets bit 21 for tensors spanning 128 KiB or more
+  uint32_t tile_bytes = 0;  // as stored in the descriptor (0 in the forms that leave it empty)
+  uint32_t swizzle_span_word = 0;  // as stored (0x10, 0x100, 0x200, 0x400; 0 in the forms that leave it empty)
+  bool word2_bit1 = false;  // CuTe DSL's marker
+  Encoder encoder = Encoder::kDriver;
+
+  //! Word 2 bit 21: the large-tensor flag (NVIDIA's 595.71 notes; CuTe DSL sets it, CUTLASS and Triton may clear it).
+  bool large_tensor_flag() const { return (sm100_bits & 4) != 0; }
+  //! Whether the tile-size and swizzle-span words were written (only the driver's form fills them).
+  bool form_words_filled() const { return encoder == Encoder::kDriver; }
 
   //! Tile bytes recomputed from the fields (what a correct encoder stores).
   uint64_t computed_tile_bytes() const;
@@ -137,10 +158,19 @@ struct DecodeResult {
   bool ok() const { return not_a_map.empty(); }
 };
 
-//! Decodes 128 bytes. Structural checks (zero words past the rank, swizzle-span word vs. swizzle field,
-//! reserved words zero, rank <= 5) tell a descriptor from any other 128-byte parameter. Bits 19-21 of word 2
-//! (Blackwell swizzle atomicity and the large-tensor flag that CUTLASS/Triton clear) never make a map invalid.
+//! Decodes 128 bytes in any encoder's form (Encoder). Structural checks (zero words past the rank, reserved bits and
+//! words zero, rank <= 5) tell a descriptor from any other 128-byte parameter; the form words say who wrote it. A
+//! form that leaves the tile-size and swizzle-span words empty carries less redundancy, so its bytes count as a map
+//! only with a known element type and an inner box spanning a multiple of 16 bytes (every TMA box does): a zero-
+//! filled or zero-padded region never decodes as a map. Word 2 bit 1 (CuTe DSL's) and bits 19-21 (Blackwell swizzle
+//! atomicity, the large-tensor flag) are known bits, never reserved ones.
 DecodeResult decode(const uint8_t bytes[kTensorMapBytes]);
+
+//! Encodes in another encoder's form (for tests and GPU checks; `encode` is the driver's form): kCuteDsl writes what
+//! CuTe DSL's generated host code writes (the formulas of its MLIR pass dumps, pinned by tests/data), kDeviceBuilt
+//! what PTX tensormap.replace leaves in a zero-filled descriptor (pinned by bytes captured on an H200). The arguments
+//! must be ones the driver accepts (0); otherwise 1 and nothing but the address is written.
+int encode_in_form(Encoder form, const EncodeArgs& a, uint8_t out[kTensorMapBytes]);
 
 //! 64-bit content hash that ignores word 2 bit 21 (the flag clients clear after encoding). Inline: the launch
 //! fast path hashes every tensor-map parameter. XXH3-style multiply-fold over eight independent lane pairs

@@ -37,12 +37,23 @@ std::vector<uint32_t> window_offsets(const ParamLayout& layout, std::size_t p, s
 }
 
 bool plausible_map(const DecodeResult& d) {
-  if (!d.ok() || d.view.tile_bytes == 0 || d.view.tile_bytes != d.view.computed_tile_bytes()) return false;
+  if (!d.ok()) return false;
   // Every TMA box's inner span is a multiple of 16 bytes: a struct of zeros with a 1 and a 16 in the right words
   // would otherwise read as a 1-byte, rank-1 map.
   const TensorMapView& v = d.view;
   const uint64_t inner = v.kind == MapKind::kTiled ? v.box[0] : v.channels_per_pixel;
-  return inner * static_cast<uint64_t>(element_size(v.dtype)) % 16 == 0;
+  if (inner * static_cast<uint64_t>(element_size(v.dtype)) % 16 != 0) return false;
+  switch (v.encoder) {
+    case Encoder::kDriver:  // its tile-size word must match its own box (the driver always writes it so)
+      return v.tile_bytes != 0 && v.tile_bytes == v.computed_tile_bytes();
+    case Encoder::kCuteDsl:
+    case Encoder::kDeviceBuilt:
+      // Forms without the driver's redundant words: inside a structure, only a map the driver itself would accept,
+      // at a non-NULL address, counts (decode() already demanded a TMA box).
+      return v.address != 0 && !validate_encode(v.encode_args());
+    default:
+      return false;
+  }
 }
 
 bool template_map(const TensorMapView& v) {

@@ -42,7 +42,10 @@ json map_json(const TensorMapView& v) {
   j["l2_promotion"] = v.l2_promotion;
   j["oob_fill"] = v.oob_fill ? "nan" : "zero";
   j["address"] = fmt::format("0x{:x}", v.address);
-  j["tile_bytes"] = v.tile_bytes;
+  // Forms other than the driver's leave the tile-size word empty: no value, rather than a misleading 0.
+  j["tile_bytes"] = v.form_words_filled() ? json(v.tile_bytes) : json(nullptr);
+  j["encoder"] = to_string(v.encoder);
+  if (v.large_tensor_flag()) j["large_tensor_flag"] = true;
   return j;
 }
 
@@ -55,8 +58,12 @@ std::string map_text(const TensorMapView& v) {
     s += fmt::format(" box {}", list(v.box, v.rank));
   else
     s += fmt::format(" channels_per_pixel {} pixels_per_column {}", v.channels_per_pixel, v.pixels_per_column);
-  s += fmt::format(" element_strides {} interleave {} swizzle {} address 0x{:x}", list(v.element_strides, v.rank),
-                   interleave_name(v.interleave), swizzle_name(v.swizzle), v.address);
+  s += fmt::format(" element_strides {} interleave {} swizzle {} address 0x{:x} encoder {}",
+                   list(v.element_strides, v.rank), interleave_name(v.interleave), swizzle_name(v.swizzle), v.address,
+                   to_string(v.encoder));
+  if (v.encoder == Encoder::kCuteDsl) s += " (word 2 bit 1; no tile-size or swizzle-span word)";
+  if (v.encoder == Encoder::kDeviceBuilt) s += " (tensormap.replace; no tile-size or swizzle-span word)";
+  if (v.large_tensor_flag()) s += " large-tensor flag (word 2 bit 21)";
   return s;
 }
 

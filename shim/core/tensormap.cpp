@@ -12,6 +12,10 @@ namespace {
 // Hardware element-type code stored in word 2 bits 10:7, indexed by CUtensorMapDataType (sm90 types only).
 constexpr uint32_t kHwType[13] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 8, 7, 8};
 constexpr uint32_t kTf32Bit = 1u << 16;
+// Word 2: bit 1 is CuTe DSL's (its host code sets it, the driver never does); bits 2-3 and 22-31 are reserved in
+// every form seen (bits 19-21 are Blackwell swizzle atomicity and the large-tensor flag).
+constexpr uint32_t kCuteDslMarker = 1u << 1;
+constexpr uint32_t kReservedWord2Bits = 0xffc0000cu;
 
 uint32_t load_word(const uint8_t* b, int i) {
   uint32_t w;
@@ -29,6 +33,12 @@ int32_t sign_extend(uint32_t v, int bits) {
 }
 
 EncodeProblem problem(std::string field, std::string msg) { return {std::move(field), std::move(msg)}; }
+
+// The words that tell the forms apart, for messages.
+std::string form_words(const uint32_t w[32]) {
+  return fmt::format("word 2 bit 1 = {}, tile-size word 0x{:x}, swizzle-span word 0x{:x}", (w[2] >> 1) & 1, w[16],
+                     w[18]);
+}
 
 }  // namespace
 
@@ -65,6 +75,7 @@ bool is_float(DataType t) {
   return i >= 6 && i <= 12;
 }
 
+uint32_t swizzle_span_word(uint32_t swizzle) { return swizzle == 0 ? 0x10u : (0x80u << swizzle); }
 uint32_t swizzle_span(uint32_t swizzle) { return swizzle == 0 ? 0 : swizzle <= 3 ? (16u << swizzle) : 128u; }
 const char* swizzle_name(uint32_t s) {
   static const char* kNames[] = {"none",         "32B", "64B", "128B", "128B_atom_32B", "128B_atom_32B_flip_8B",
@@ -331,7 +342,7 @@ int encode(const EncodeArgs& a, uint8_t out[kTensorMapBytes], EncodeProblem* pro
   }
   store_word(out, 13, w13);
   store_word(out, 16, tile);
-  store_word(out, 18, a.swizzle == 0 ? 0x10u : (0x80u << a.swizzle));
+  store_word(out, 18, swizzle_span_word(a.swizzle));
   return 0;
 }
 
@@ -397,19 +408,25 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes]) {
     case 10: v.dtype = DataType::kBF16; break;
     default: v.dtype = DataType::kUnknown; break;
   }
+  // The form: who filled which words (tensormap.h, Encoder).
+  const bool cute_marker = (w2 & kCuteDslMarker) != 0;
+  v.word2_bit1 = cute_marker;
+  if (!cute_marker && w[18] == swizzle_span_word(v.swizzle))
+    v.encoder = Encoder::kDriver;
+  else if (w[16] == 0 && w[18] == 0)
+    v.encoder = cute_marker ? Encoder::kCuteDsl : Encoder::kDeviceBuilt;
+  else
+    v.encoder = Encoder::kUnknown;
   auto fail = [&](std::string why) {
     r.not_a_map = std::move(why);
     return r;
   };
-  if (w2 & 0xffc0000eu) return fail(fmt::format("reserved bits set in word 2 (0x{:08x})", w2));
+  if (w2 & kReservedWord2Bits) return fail(fmt::format("reserved bits set in word 2 (0x{:08x})", w2));
   if (tf32 && v.hw_type != 7 && v.hw_type != 8) return fail("tf32 bit on a non-f32 element type");
   if (v.rank > kMaxRank) return fail(fmt::format("rank field {} > 5", v.rank));
   if (w[17] != 0) return fail("reserved word 17 is not zero");
   for (int i = 19; i < 32; ++i)
     if (w[i] != 0) return fail(fmt::format("reserved word {} is not zero", i));
-  const uint32_t span_word = v.swizzle == 0 ? 0x10u : (0x80u << v.swizzle);
-  if (w[18] != span_word)
-    return fail(fmt::format("swizzle-span word 0x{:x} does not match swizzle {}", w[18], v.swizzle));
   for (uint32_t i = v.rank; i < kMaxRank; ++i)
     if (w[8 + i] != 0) return fail(fmt::format("globalDim word {} set past rank {}", i, v.rank));
   for (uint32_t i = v.rank - 1; i < 4; ++i)
@@ -447,7 +464,56 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes]) {
       v.upper_corner[i] = sign_extend(w[14] >> (16 + bits * i), bits);
     }
   }
+  // Every TMA box spans a multiple of 16 bytes in its inner dimension (the driver refuses anything else): bytes that
+  // do not describe one are no map. Without the driver's two redundant words, a form must also name a known element
+  // type. (A zero-filled region reads as a 1-byte box of uint8; small integers with a 16 where the span word goes,
+  // as a driver-form map of 1-byte boxes: both fail here.)
+  const uint64_t inner = v.kind == MapKind::kTiled ? v.box[0] : v.channels_per_pixel;
+  const uint64_t es = static_cast<uint64_t>(element_size(v.dtype));
+  if ((es == 0 && v.encoder != Encoder::kDriver) || (es != 0 && inner * es % 16 != 0))
+    return fail(fmt::format("not a TMA box: {} of {} x {} B ({})",
+                            v.kind == MapKind::kTiled ? "an inner box" : "channelsPerPixel", inner,
+                            es == 0 ? std::string("?") : std::to_string(es), form_words(w)));
   return r;
+}
+
+const char* to_string(Encoder e) {
+  switch (e) {
+    case Encoder::kDriver: return "driver";
+    case Encoder::kCuteDsl: return "CuTe DSL";
+    case Encoder::kDeviceBuilt: return "device-built";
+    default: return "unknown";
+  }
+}
+
+int encode_in_form(Encoder form, const EncodeArgs& a, uint8_t out[kTensorMapBytes]) {
+  if (form == Encoder::kDriver) return encode(a, out);
+  const int rc = encode(a, out);  // the driver's layout of every field, and its acceptance rules
+  if (rc != 0 || form == Encoder::kUnknown || a.kind != MapKind::kTiled) return rc ? rc : 1;
+  store_word(out, 16, 0);
+  store_word(out, 18, 0);
+  uint32_t w2 = load_word(out, 2);
+  if (form == Encoder::kDeviceBuilt) {
+    // tensormap.replace has no L2-promotion field: a zero-filled descriptor keeps 0 there.
+    store_word(out, 2, w2 & ~(3u << 17));
+    return 0;
+  }
+  // CuTe DSL (tests/data/cute_dsl_golden.txt cites the MLIR dumps this follows): no element strides, interleave or
+  // OOB fill are written; the address is stored as ((addr / 16) & (2^53 - 1)) << 4; bit 21 is set when the tensor
+  // spans at least 128 KiB (dims[0] x element size + sum over i >= 1 of (dims[i] - 1) x strides[i-1]).
+  for (uint32_t i = 0; i < a.rank; ++i)
+    if (a.element_strides[i] != 1) return 1;
+  if (a.interleave != 0 || a.oob_fill != 0) return 1;
+  const uint64_t q0 = ((a.address / 16) & ((1ULL << 53) - 1)) << 4;
+  store_word(out, 0, static_cast<uint32_t>(q0));
+  store_word(out, 1, static_cast<uint32_t>(q0 >> 32));
+  uint64_t span = a.dims[0] * static_cast<uint64_t>(element_size(static_cast<DataType>(a.dtype)));
+  for (uint32_t i = 1; i < a.rank; ++i) span += (a.dims[i] - 1) * a.strides[i - 1];
+  w2 |= kCuteDslMarker;
+  if (span >= (128u << 10)) w2 |= 1u << 21;
+  store_word(out, 2, w2);
+  store_word(out, 13, load_word(out, 13) & 0xff000000u);
+  return 0;
 }
 
 }  // namespace tmaguard

@@ -176,7 +176,8 @@ CUtensorMap encode_map(const Tensor& t, const MapShape& shape) {
     }
     a.swizzle = shape.swizzle;
     a.l2_promotion = 2;
-    if (tmaguard::encode(a, reinterpret_cast<uint8_t*>(&m)) != 0) die("inline encode failed");
+    const auto form = g_opt.cute_maps ? tmaguard::Encoder::kCuteDsl : tmaguard::Encoder::kDriver;
+    if (tmaguard::encode_in_form(form, a, reinterpret_cast<uint8_t*>(&m)) != 0) die("inline encode failed");
     return m;
   }
   static auto enc =

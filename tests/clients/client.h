@@ -12,11 +12,12 @@
 
 namespace client {
 
-//! Options from the command line (tg_client PATH ENTRY SCENARIO [--cukernel] [--extra] [--inline]).
+//! Options from the command line (tg_client PATH ENTRY SCENARIO [--cukernel] [--extra] [--inline | --cute]).
 struct Options {
   std::string path;   // direct | dlsym | getproc | getproc_self | getproc_legacy
   std::string entry;  // launch | launch_ptsz | ex | ex_ptsz | coop | coop_ptsz | graph_*
   bool cukernel = false, extra = false, inline_maps = false;
+  bool cute_maps = false;  // --cute: filled inline in CuTe DSL's form (word 2 bit 1, no tile-size word), not the driver's
 };
 extern Options g_opt;
 extern void* g_lib;  // the dlopen handle of libcuda.so.1
@@ -41,7 +42,8 @@ struct MapShape {
   uint32_t dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   uint32_t swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
 };
-//! A tensor map of `t` (rank = t.dims.size()), encoded by the driver or, with --inline, filled in the client.
+//! A tensor map of `t` (rank = t.dims.size()), encoded by the driver or, with --inline, filled in the client (in
+//! the driver's byte form, or with --cute in CuTe DSL's).
 CUtensorMap encode_map(const Tensor& t, const MapShape& shape = {});
 
 //! A kernel declared to the stand-in driver, with the values of its parameters.

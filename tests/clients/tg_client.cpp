@@ -1,7 +1,7 @@
 // Test client: a real process that reaches the (stand-in) driver the way real stacks do and runs one scenario.
 // Built twice: tg_client (dlopen only, like Triton/cudart) and tg_client_linked (-lcuda).
 //
-//   tg_client PATH ENTRY SCENARIO [--cukernel] [--extra] [--inline]
+//   tg_client PATH ENTRY SCENARIO [--cukernel] [--extra] [--inline | --cute]
 //   PATH: direct (linked build) | dlsym | getproc | getproc_self | getproc_legacy
 //   ENTRY: launch | launch_ptsz | ex | ex_ptsz | coop | coop_ptsz | graph_* (client.cpp)
 //   SCENARIO: a row of the scenario tables (scenarios_*.cpp)
@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
     std::printf("no CUDA here\n");
     return 0;
   }
-  if (argc < 4) die("usage: tg_client PATH ENTRY SCENARIO [--cukernel] [--extra] [--inline]");
+  if (argc < 4) die("usage: tg_client PATH ENTRY SCENARIO [--cukernel] [--extra] [--inline | --cute]");
   g_opt.path = argv[1];
   g_opt.entry = argv[2];
   for (int i = 4; i < argc; ++i) {
@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
       g_opt.extra = true;
     else if (a == "--inline")
       g_opt.inline_maps = true;
+    else if (a == "--cute")
+      g_opt.inline_maps = g_opt.cute_maps = true;
     else
       die("unknown option");
   }

@@ -103,7 +103,7 @@ TEST(Report, TextIsOneLinePlusTheMap) {
             "tensor=dK param=8: expected dK K-major; observed dK dim 0 = 256. Hint: torch.empty_like(k). "
             "(pid=42 tid=43 rank=1 time=2026-11-29T12:00:00.000Z)\n"
             "tmaguard:   dK tensor map: tiled bfloat16 rank 2 dims {256,128} strides_bytes {512} box {64,128} "
-            "element_strides {1,1} interleave none swizzle 128B address 0x7f00");
+            "element_strides {1,1} interleave none swizzle 128B address 0x7f00 encoder driver");
 }
 
 TEST(Report, Summary) {

@@ -98,10 +98,52 @@ TEST(Decode, RejectsNonDescriptors) {
   auto b = base_words();
   b[40] = 1;  // globalDim[2] set past rank 2
   EXPECT_EQ(decode(b.data()).not_a_map, "globalDim word 2 set past rank 2");
-  b = base_words();
+}
+
+// The form words tell who wrote a descriptor; bytes whose form words match no encoder still decode (their layout
+// fields are the hardware's) as Encoder::kUnknown, which the generic checks only warn about.
+TEST(Decode, FormWordsNameTheEncoder) {
+  auto b = base_words();
+  EXPECT_EQ(decode(b.data()).view.encoder, Encoder::kDriver);
   b[72] = 0x00;
   b[73] = 0x02;  // span 0x200 with a 128B swizzle field
-  EXPECT_EQ(decode(b.data()).not_a_map, "swizzle-span word 0x200 does not match swizzle 3");
+  DecodeResult r = decode(b.data());
+  ASSERT_TRUE(r.ok()) << r.not_a_map;
+  EXPECT_EQ(r.view.encoder, Encoder::kUnknown);
+  b = base_words();
+  std::memset(b.data() + 64, 0, 4);  // tile-size word empty
+  std::memset(b.data() + 72, 0, 4);  // swizzle-span word empty
+  r = decode(b.data());
+  ASSERT_TRUE(r.ok()) << r.not_a_map;
+  EXPECT_EQ(r.view.encoder, Encoder::kDeviceBuilt);
+  b[8] |= 2;  // word 2 bit 1: CuTe DSL's marker
+  r = decode(b.data());
+  ASSERT_TRUE(r.ok()) << r.not_a_map;
+  EXPECT_EQ(r.view.encoder, Encoder::kCuteDsl);
+  EXPECT_TRUE(r.view.word2_bit1);
+  b = base_words();
+  b[8] |= 2;  // the marker with the driver's words filled: no known encoder writes that
+  EXPECT_EQ(decode(b.data()).view.encoder, Encoder::kUnknown);
+  b[8] |= 4;  // bit 2 stays reserved
+  EXPECT_EQ(decode(b.data()).not_a_map, "reserved bits set in word 2 (0x00046516)");
+}
+
+// A zero-filled region, or a real descriptor's empty tail, reads as a 1-byte uint8 box in the forms without tile
+// words: never a map.
+TEST(Decode, ZeroAndZeroPaddedRegionsAreNotMaps) {
+  uint8_t zeros[128] = {};
+  const DecodeResult z = decode(zeros);
+  ASSERT_FALSE(z.ok());
+  EXPECT_EQ(z.not_a_map,
+            "not a TMA box: an inner box of 1 x 1 B (word 2 bit 1 = 0, tile-size word 0x0, swizzle-span word 0x0)");
+  uint8_t tail[128] = {};
+  const auto b = base_words();
+  std::memcpy(tail, b.data() + 64, 64);  // the second half of a map, then zeros
+  EXPECT_FALSE(decode(tail).ok());
+  uint8_t cute_null[128] = {};
+  const uint32_t marker = 2;  // CuTe DSL's bit alone, everything else 0
+  std::memcpy(cute_null + 8, &marker, 4);
+  EXPECT_FALSE(decode(cute_null).ok());
 }
 
 TEST(Encode, RoundTripsAllFieldsRank5) {

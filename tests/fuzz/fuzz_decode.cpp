@@ -1,5 +1,6 @@
 // libFuzzer target: arbitrary 128-byte descriptors through decode, the content hash and the generic descriptor
-// check, and arbitrary encode arguments through validate/encode/decode (an accepted encode must round-trip).
+// check, and arbitrary encode arguments through validate/encode/decode (an accepted encode must round-trip, in the
+// driver's form and in CuTe DSL's and the device-built one).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -49,5 +50,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!d.ok() || d.view.rank != a.rank || d.view.address != a.address || d.view.dims[0] != a.dims[0] ||
       d.view.swizzle != a.swizzle || d.view.tile_bytes != d.view.computed_tile_bytes())
     std::abort();  // an encode the stand-in accepts must decode to its own arguments
+  // And in the forms other encoders write: named by their encoder, the same layout fields.
+  for (const auto form : {tmaguard::Encoder::kCuteDsl, tmaguard::Encoder::kDeviceBuilt}) {
+    if (tmaguard::encode_in_form(form, a, bytes) != 0) continue;
+    const tmaguard::DecodeResult f = tmaguard::decode(bytes);
+    if (!f.ok() || f.view.encoder != form || f.view.rank != a.rank || f.view.dims[0] != a.dims[0] ||
+        f.view.box[0] != a.box[0] || f.view.swizzle != a.swizzle || (a.rank > 1 && f.view.strides[0] != a.strides[0]))
+      std::abort();
+  }
   return 0;
 }

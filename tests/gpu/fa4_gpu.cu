@@ -3,7 +3,9 @@
 //
 //   fa4_gpu LAUNCH DESC SCENARIO [--cta2 | --hd256 | --bcast-k]
 //   LAUNCH: chevron | launch_ex_cluster | library | driver | driver_ex | driver_extra | graph | graph_node
-//   DESC: encode (cuTensorMapEncodeTiled via cudaGetDriverEntryPointByVersion) | inline (no encode call)
+//   DESC: encode (cuTensorMapEncodeTiled via cudaGetDriverEntryPointByVersion) | inline (no encode call, the
+//         driver's byte form) | cute (no encode call, CuTe DSL's form: word 2 bit 1 and the large-tensor flag set, no
+//         tile-size or swizzle-span word; tmaguard::encode_in_form, pinned to CuTe DSL's MLIR dumps)
 //   SCENARIO: ok | dk_bad (dK seqlen-contiguous) | dv_bad
 //   --hd256: head dim 256, the signature of FA4's hd256 kernel (K V Q Qt dO dOt dK dV)
 //   --bcast-k: 1-CTA with K broadcast over the batch (stride 0): K's map has rank 3
@@ -63,6 +65,9 @@ constexpr size_t kSmem = kTileBytes + 1024;
 
 std::string g_desc;
 
+// The byte form of a descriptor filled inline: the driver's, or CuTe DSL's.
+tmaguard::Encoder form() { return g_desc == "cute" ? tmaguard::Encoder::kCuteDsl : tmaguard::Encoder::kDriver; }
+
 // torch (b, s, h, d) bf16: K-major dims {d, s, h, b}; "mn" = the same memory viewed seqlen-contiguous; rank 3: the
 // batch mode dropped (a tensor broadcast over the batch, stride 0).
 CUtensorMap make_map(void* addr, bool mn, int rank = 4) {
@@ -75,7 +80,7 @@ CUtensorMap make_map(void* addr, bool mn, int rank = 4) {
   }
   const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
   CUtensorMap m;
-  if (g_desc == "inline") {  // what CuTe DSL's generated host code does: fill the bytes, no driver call
+  if (g_desc == "inline" || g_desc == "cute") {  // what CuTe DSL's generated host code does: fill the bytes
     tmaguard::EncodeArgs a;
     a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     a.rank = static_cast<uint32_t>(rank);
@@ -88,7 +93,7 @@ CUtensorMap make_map(void* addr, bool mn, int rank = 4) {
     }
     a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
     a.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
-    if (tmaguard::encode(a, reinterpret_cast<uint8_t*>(&m)) != 0) std::exit(12);
+    if (tmaguard::encode_in_form(form(), a, reinterpret_cast<uint8_t*>(&m)) != 0) std::exit(12);
     return m;
   }
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
@@ -161,7 +166,7 @@ CUtensorMap make_map_2d(void* addr, uint64_t m, uint64_t n, bool transposed) {
   const cuuint64_t dims[2] = {transposed ? m : n, transposed ? n : m}, strides[1] = {2 * (transposed ? m : n)};
   const cuuint32_t box[2] = {64, 64}, es[2] = {1, 1};
   CUtensorMap map;
-  if (g_desc == "inline") {
+  if (g_desc == "inline" || g_desc == "cute") {
     tmaguard::EncodeArgs a;
     a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     a.rank = 2;
@@ -174,7 +179,7 @@ CUtensorMap make_map_2d(void* addr, uint64_t m, uint64_t n, bool transposed) {
     a.strides[0] = strides[0];
     a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
     a.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
-    if (tmaguard::encode(a, reinterpret_cast<uint8_t*>(&map)) != 0) std::exit(12);
+    if (tmaguard::encode_in_form(form(), a, reinterpret_cast<uint8_t*>(&map)) != 0) std::exit(12);
     return map;
   }
   void* fn = nullptr;

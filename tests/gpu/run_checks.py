@@ -91,12 +91,14 @@ def fa4_matrix():
             record("silent corruption without tmaguard", name, ok, detail)
             return
         if scenario == "ok":
-            # healthy maps of cudaMalloc'ed memory: no encode warning either (cuPointerGetAttribute on the real driver)
-            w = events(recs, "encode-warning")
+            # healthy maps of cudaMalloc'ed memory: no warning of any kind either (no encode warning: the real
+            # driver's cuPointerGetAttribute answers; no unrecognized-signature: every descriptor form decodes)
+            w = events(recs, "encode-warning") + events(recs, "warning")
             ok = (p.returncode == 0 and f and f[0] == 0 and f[2] == "correct" and f[3] == "correct" and not v and not w
                   and s and s[0].get("launches_seen", 0) >= 1 and s[0].get("tensor_maps_decoded", 0) >= 6)
             detail += (f" seen={s[0].get('launches_seen') if s else None} "
-                       f"maps={s[0].get('tensor_maps_decoded') if s else None} encode_warnings={len(w)}")
+                       f"maps={s[0].get('tensor_maps_decoded') if s else None} "
+                       f"warnings={[r.get('rule') or r.get('message', '')[:80] for r in w]}")
         elif mode == "abort":
             ok = (p.returncode == -signal.SIGABRT and len(v) == 1 and v[0].get("tensor") == bad_tensor
                   and v[0].get("action") == "abort")
@@ -130,6 +132,18 @@ def fa4_matrix():
     one("library", "inline", "dk_bad", None, guarded=False)
     # FA4 fidelity: the head-dim-256 kernel's signature (K V Q Qt dO dOt dK dV, head dim 256) and a broadcast K
     # (its map has rank 3, dK's rank 4): clean runs exact, bad dK/dV stopped.
+    # CuTe DSL's own descriptor form (FA4's encoder: word 2 bit 1 and the large-tensor flag set, no tile-size or
+    # swizzle-span word) through the launch path CuTe DSL uses (cudaLibraryLoadData + cudaLaunchKernelEx with a
+    # cluster attribute), 1-CTA, 2-CTA and hd256: healthy runs exact and silent, a transposed dK/dV stopped.
+    for variant in (None, "--cta2", "--hd256"):
+        one("library", "cute", "ok", "abort", variant=variant)
+        for scenario in ("dk_bad", "dv_bad"):
+            for mode in ("abort", "reject", "log"):
+                one("library", "cute", scenario, mode, variant=variant)
+    one("launch_ex_cluster", "cute", "ok", "abort")
+    one("launch_ex_cluster", "cute", "dk_bad", "reject")
+    one("driver_extra", "cute", "dv_bad", "reject")
+    one("library", "cute", "dk_bad", None, guarded=False)
     for variant in ("--hd256", "--bcast-k"):
         one("chevron", "encode", "ok", "abort", variant=variant)
         one("library", "inline", "ok", "abort", variant=variant)
@@ -319,6 +333,33 @@ def inspect_mode():
     detail = "params=" + json.dumps(fa4[0]["params"] if fa4 else None) + " maps=" + json.dumps(
         [(m.get("param_index"), (m.get("tensor_map") or {}).get("dims")) for m in (fa4[0]["tensor_maps"] if fa4 else [])])
     record("inspect mode", "FA4 kernel recorded once, violation logged, kernel ran", ok, detail)
+
+
+def device_forms():
+    """Descriptors built on the device: PTX tensormap.replace the way Triton lowers tl.make_tensor_descriptor
+    (tests/gpu/device_forms.cu), CUTLASS's per-group update of a driver template, and the descriptors Triton itself
+    leaves in its global scratch. Each is written as a golden line to device_built_h200.txt (tests/data keeps the
+    committed capture) and decoded by the core tests (DeviceBuiltForm) against its arguments."""
+    path = os.path.join(ARGS.out, "device_built_h200.txt")
+    exe = os.path.join(ARGS.build, "gpu", "device_forms")
+    p = subprocess.run([exe], capture_output=True, text=True)
+    t = subprocess.run([sys.executable, os.path.join(ARGS.root, "tests", "gpu", "triton_device_desc.py")],
+                       capture_output=True, text=True)
+    lines = [x for x in (p.stdout + t.stdout).splitlines() if x.startswith("tiled ")]
+    scratch = [x for x in t.stdout.splitlines() if x.startswith("SCRATCH")]
+    with open(path, "w") as f:
+        gpu = sh("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader")
+        f.write(f"# device-built descriptors captured on {gpu}, {datetime.date.today()} "
+                "(scripts/gpu-check, section device_forms)\n")
+        f.write("\n".join(lines) + "\n")
+    record("descriptor forms", "tensormap.replace and Triton descriptors captured", p.returncode == 0 and
+           t.returncode == 0 and len(lines) >= 12 and all("kernel_correct=True" in x for x in scratch),
+           f"lines={len(lines)} {' | '.join(scratch)} stderr={(p.stderr + t.stderr)[-400:]!r}")
+    tests = os.path.join(ARGS.build, "tests", "core_tests")
+    q = subprocess.run([tests, "--gtest_filter=DeviceBuiltForm.*"], capture_output=True, text=True,
+                       env=dict(os.environ, TMAGUARD_DEVICE_GOLDEN=path))
+    record("descriptor forms", "every captured device-built descriptor decodes to its arguments", q.returncode == 0,
+           q.stdout[-1500:] if q.returncode else "")
 
 
 def decoder_roundtrip():
@@ -531,7 +572,7 @@ def main():
     }
     for k, v in header.items():
         print(f"{k}: {v}")
-    sections = {"fa4": fa4_matrix, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm,
+    sections = {"fa4": fa4_matrix, "device_forms": device_forms, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm,
                 "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
                 "overhead": overhead,
                 "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}

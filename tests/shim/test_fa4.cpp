@@ -24,13 +24,18 @@ const std::vector<Row> kTable = {
 
 class Fa4Config : public ::testing::TestWithParam<Row> {};
 
+// Every configuration with its maps in the driver's form and in CuTe DSL's (FA4's own encoder: word 2 bit 1 and
+// the large-tensor flag set, no tile-size or swizzle-span word).
 TEST_P(Fa4Config, HealthyIsSilentAndATransposedDkOrDvIsStoppedWhereItIsStoredByTma) {
   const Row& row = GetParam();
+  for (const std::string form : {"driver", "cute"})
   for (const char* bad : {"none", "dk", "dv"}) {
+    std::vector<std::string> args = {"getproc", "ex", "fa4_config"};
+    if (form == "cute") args.push_back("--cute");
     const ClientRun r = run_client(
-        {"getproc", "ex", "fa4_config"},
+        args,
         {{"TMAGUARD_MODE", "reject"}, {"FAKECUDA_CC", "10.0"}, {"TG_FA4_CONFIG", row.config}, {"TG_FA4_BAD", bad}});
-    const std::string what = row.config + " bad=" + bad + "\n" + describe(r);
+    const std::string what = row.config + " " + form + "-form bad=" + bad + "\n" + describe(r);
     ASSERT_TRUE(r.p.exited) << what;
     EXPECT_TRUE(r.events("warning").empty()) << what;
     const bool expect_stop = row.kind == Row::kChecked && std::string(bad) != "none";

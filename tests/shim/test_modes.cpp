@@ -105,6 +105,30 @@ TEST(Inline, InlineFa4DescriptorsAreCheckedToo) {
   EXPECT_EQ(bad.ran, 0);
 }
 
+// CuTe DSL's own form (FlashAttention-4's encoder) in every mode, through the path CuTe DSL launches by (a CUkernel,
+// cuLaunchKernelEx with a cluster attribute): the record names the encoder and explains the large-tensor flag.
+TEST(Inline, CuteDslFormIsStoppedInEveryMode) {
+  const ClientRun ok = run_client({"getproc", "ex", "fa4_ok", "--cute", "--cukernel"});
+  EXPECT_TRUE(ok.p.exited && ok.p.code == 0) << describe(ok);
+  EXPECT_TRUE(ok.events("violation").empty() && ok.events("warning").empty()) << describe(ok);
+  const ClientRun aborted = run_client({"getproc", "ex", "fa4_dk_bad", "--cute", "--cukernel"});
+  EXPECT_TRUE(aborted.p.signaled && aborted.p.signal == SIGABRT) << describe(aborted);
+  ASSERT_EQ(aborted.events("violation").size(), 1u) << describe(aborted);
+  EXPECT_EQ(aborted.events("violation")[0]["action"], "abort");
+  const ClientRun rejected =
+      run_client({"getproc", "ex", "fa4_dv_bad", "--cute", "--cukernel"}, {{"TMAGUARD_MODE", "reject"}});
+  EXPECT_EQ(rejected.ran, 0);
+  ASSERT_EQ(rejected.events("violation").size(), 1u) << describe(rejected);
+  EXPECT_EQ(rejected.events("violation")[0]["rule"], "fa4-dv-not-k-major");
+  const ClientRun logged = run_client({"getproc", "ex", "fa4_dk_bad", "--cute", "--cukernel"}, {{"TMAGUARD_MODE", "log"}});
+  EXPECT_EQ(logged.ran, 3);
+  ASSERT_EQ(logged.events("violation").size(), 1u) << describe(logged);
+  const json map = logged.events("violation")[0]["tensor_map"];
+  EXPECT_EQ(map["encoder"], "CuTe DSL") << describe(logged);
+  EXPECT_EQ(map["large_tensor_flag"], true) << describe(logged);
+  EXPECT_TRUE(map["tile_bytes"].is_null()) << "the form leaves the word empty: no misleading 0";
+}
+
 TEST(Inline, DescriptorTheDriverWouldRejectIsAnError) {
   const ClientRun r = run_client({"dlsym", "launch", "inline_bad_descriptor"}, {{"TMAGUARD_MODE", "reject"}});
   ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
