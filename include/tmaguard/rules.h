@@ -13,7 +13,7 @@
 //   [[rule.check]]           the judgments, each with an optional id, severity (error, warning) and hint
 // when/require/check entries share the check kinds of check_kinds.cpp (kind = "...", a and b, or map):
 // same_innermost, same_dims, same_strides, same_address, distinct_address, permutation_of, dims_extend,
-// same_dim (dim, dim_b), same_dtype (a, b; b may list several maps); dtype, swizzle (map, allowed = [..]);
+// same_dim (dim, dim_b), same_dtype (a, b; b may list several maps); dtype, swizzle, encoder (map, allowed = [..]);
 // rank (map, equals); alignment (map, bytes); strides_increasing (map); no_overlap (a, b).
 #pragma once
 

@@ -29,6 +29,12 @@ bool known_swizzle(std::string_view v) {
   return false;
 }
 
+bool known_encoder(std::string_view v) {
+  for (const Encoder e : {Encoder::kDriver, Encoder::kCuteDsl, Encoder::kDeviceBuilt, Encoder::kUnknown})
+    if (v == to_string(e)) return true;
+  return false;
+}
+
 bool no_keys(CheckKeys&, Check&) { return true; }
 
 bool parse_dtypes(CheckKeys& k, Check& c) {
@@ -38,6 +44,11 @@ bool parse_dtypes(CheckKeys& k, Check& c) {
 }
 bool parse_swizzles(CheckKeys& k, Check& c) {
   auto v = k.names("allowed", known_swizzle, "swizzle (none, 32B, 64B, 128B, ...)");
+  if (v) c.allowed = std::move(*v);
+  return v.has_value();
+}
+bool parse_encoders(CheckKeys& k, Check& c) {
+  auto v = k.names("allowed", known_encoder, "encoder (driver, CuTe DSL, device-built, unknown)");
   if (v) c.allowed = std::move(*v);
   return v.has_value();
 }
@@ -103,6 +114,12 @@ Result swizzle(const Check& c, const TensorMapView& av, const TensorMapView*) {
   if (std::find(c.allowed.begin(), c.allowed.end(), swizzle_name(av.swizzle)) != c.allowed.end()) return std::nullopt;
   return CheckFailure{fmt::format("{} swizzle {}", c.a, fmt::join(c.allowed, " or ")),
                       fmt::format("{} swizzle {}", c.a, swizzle_name(av.swizzle))};
+}
+
+Result encoder(const Check& c, const TensorMapView& av, const TensorMapView*) {
+  if (std::find(c.allowed.begin(), c.allowed.end(), to_string(av.encoder)) != c.allowed.end()) return std::nullopt;
+  return CheckFailure{fmt::format("{} written by {}", c.a, fmt::join(c.allowed, " or ")),
+                      fmt::format("{} is in the {} form", c.a, to_string(av.encoder))};
 }
 
 Result rank(const Check& c, const TensorMapView& av, const TensorMapView*) {
@@ -209,6 +226,7 @@ const std::vector<CheckKind>& check_kinds() {
       {"same_strides", true, {}, no_keys, same_strides},
       {"dtype", false, {"allowed"}, parse_dtypes, dtype},
       {"swizzle", false, {"allowed"}, parse_swizzles, swizzle},
+      {"encoder", false, {"allowed"}, parse_encoders, encoder},
       {"rank", false, {"equals"}, parse_rank, rank},
       {"alignment", false, {"bytes"}, parse_alignment, alignment},
       {"strides_increasing", false, {}, no_keys, strides_increasing},

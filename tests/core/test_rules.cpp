@@ -357,3 +357,37 @@ b = "A"
   never.replace(never.find("equals = 2"), 10, "equals = 3");
   EXPECT_TRUE(run(never, "k", {rank3, b_same_addr}).empty()) << "a rule whose [[rule.when]] fails is silent";
 }
+
+// Rules can tell the encoders' forms apart: a kernel whose maps must come from the driver (for its checks) says so.
+TEST(RulesEval, EncoderCheckNamesTheForm) {
+  const char* text = R"([[rule]]
+id = "driver-only"
+kernel = "k"
+[rule.maps]
+X = 0
+[[rule.check]]
+kind = "encoder"
+map = "X"
+allowed = ["driver"]
+)";
+  const auto driver = map2d(2, 0x7f0000000000ULL, 128, 64, 256);
+  EXPECT_TRUE(run(text, "k", {driver}).empty());
+  EncodeArgs a = driver.decoded.view.encode_args();
+  uint8_t b[128];
+  ASSERT_EQ(encode_in_form(Encoder::kCuteDsl, a, b), 0);
+  const auto out = run(text, "k", {{2, 0, decode(b)}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].expected, "X written by driver");
+  EXPECT_EQ(out[0].observed, "X is in the CuTe DSL form");
+  EXPECT_EQ(first_error(R"([[rule]]
+id = "x"
+kernel = "k"
+[rule.maps]
+X = 0
+[[rule.check]]
+kind = "encoder"
+map = "X"
+allowed = ["cute"]
+)"),
+            "r.toml:9: 'cute' in rule 'x' check #1 is not a known encoder (driver, CuTe DSL, device-built, unknown)");
+}
