@@ -11,9 +11,9 @@ fail=0
 pass() { echo "[PASS] $*"; }
 bad() { echo "[FAIL] $*"; fail=1; }
 
-core_files=$(ls "$root"/shim/core/*.cpp "$root"/shim/core/*.h "$root"/shim/core/*.in "$root"/include/tmaguard/*.h)
-wrong=$(grep -HnE '#include "' $core_files | grep -vE '#include "(tmaguard/[a-z_]+\.h|rules_model\.h)"' || true)
-if [ -z "$wrong" ]; then pass "core includes only tmaguard/*.h and its own rules_model.h"
+core_files=$(ls "$root"/shim/core/*.cpp "$root"/shim/core/*.h "$root"/shim/core/*.in "$root"/include/tmaguard/*.h "$root"/include/tmaguard/*.inc)
+wrong=$(grep -HnE '#include "' $core_files | grep -vE '#include "(tmaguard/[a-z_]+\.(h|inc)|rules_model\.h)"' || true)
+if [ -z "$wrong" ]; then pass "core includes only tmaguard/*.h, tmaguard/*.inc and its own rules_model.h"
 else bad "core includes a header outside the core:"; echo "$wrong" | sed 's/^/    /'
      echo "    fix: move what the core needs into include/tmaguard/ (pure), or move the code into shim/"; fi
 

@@ -7,20 +7,21 @@ set -uo pipefail
 here=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 if [ -x "$here/tmaguard-demo-job" ]; then  # installed
   client="$here/tmaguard-demo-job"
-  standin="$here/stand-in"
+  driver="$here/libtmaguard-demo-driver.so"
   tmaguard=${TMAGUARD_BIN:-$(cd "$here/../../.." && pwd)/bin/tmaguard}
 else
   root=$(cd "$here/.." && pwd)
   build=${TMAGUARD_BUILD_DIR:-$root/build}
   client="$build/tests/tg_client"
-  standin="$build/tests/fake_cuda"
+  driver="$build/tests/demo_driver/libtmaguard-demo-driver.so"
   tmaguard=${TMAGUARD_BIN:-$root/scripts/tmaguard}
 fi
-for f in "$client" "$standin/libcuda.so.1" "$tmaguard"; do
+for f in "$client" "$driver" "$tmaguard"; do
   [ -e "$f" ] || { echo "demo: $f not found (from a source tree, run scripts/build.sh first)" >&2; exit 2; }
 done
-# the job finds the stand-in driver as it would find the real one: libcuda.so.1 on the library path
-export LD_LIBRARY_PATH="$standin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The stand-in driver is deliberately not called libcuda.so.1 (nothing may take it for the real driver): the job
+# loads it by path, and tmaguard guards that driver (TMAGUARD_LIBCUDA, as for any driver outside the library path).
+export TG_CLIENT_LIBCUDA="$driver" TMAGUARD_LIBCUDA="$driver"
 say() { printf '\n== %s\n' "$*"; }
 say "1. K-major dK/dV (healthy job): no report, the summary proves the launches were seen"
 "$tmaguard" -- "$client" getproc ex fa4_ok

@@ -1,9 +1,37 @@
 #!/usr/bin/env bash
-# Installs what building and testing tmaguard needs, from Debian packages, only where it is missing.
-# The CUDA toolkit headers (cuda.h) are needed at build time only; the driver itself is never linked.
+# Installs what building, testing and packaging tmaguard needs, from Debian packages, only where it is missing.
+# The CUDA toolkit headers (cuda.h) are needed at build time only; the driver is never linked.
+#
+#   scripts/install-deps.sh            install what is missing, then check every program below is there
+#   scripts/install-deps.sh --check    only check: [PASS]/[FAIL] per program, non-zero exit when one is missing
+#
+# Every program the build, the tests (scripts/test.sh, scripts/test-install.sh, the ctest checks) and packaging
+# (scripts/package.sh: cpack's DEB generator runs `file` and dpkg tools) call must be in `programs`; the ctest check
+# install_deps_complete fails when a script calls a tool that is not listed here.
 set -euo pipefail
-pkgs=(g++ cmake ninja-build binutils dpkg-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
-      libtomlplusplus-dev libcli11-dev libpcre2-dev clang libclang-rt-dev)
+pkgs=(g++ cmake ninja-build binutils dpkg-dev file git libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev
+      libbenchmark-dev libtomlplusplus-dev libcli11-dev libpcre2-dev clang libclang-rt-dev)
+# program -> the package that provides it
+programs=(g++:g++ cmake:cmake cpack:cmake ctest:cmake ninja:ninja-build readelf:binutils nm:binutils objdump:binutils
+          strip:binutils dpkg:dpkg dpkg-deb:dpkg dpkg-architecture:dpkg-dev dpkg-shlibdeps:dpkg-dev file:file git:git
+          clang:clang clang++:clang)
+
+check() {
+  local missing=0
+  for entry in "${programs[@]}"; do
+    local prog=${entry%%:*} pkg=${entry#*:}
+    if command -v "$prog" >/dev/null 2>&1; then
+      echo "[PASS] $prog"
+    else
+      echo "[FAIL] $prog not found (Debian package $pkg)"
+      missing=1
+    fi
+  done
+  [ "$missing" -eq 0 ] || echo "fix: scripts/install-deps.sh installs them (it needs apt-get and root or sudo)"
+  return "$missing"
+}
+
+if [ "${1:-}" = "--check" ]; then check; exit $?; fi
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -12,6 +40,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+check >/dev/null || { check; exit 1; }
 cuda_inc="${CUDA_HOME:-/usr/local/cuda}/include/cuda.h"
 if [ ! -f "$cuda_inc" ]; then
   echo "tmaguard: CUDA headers not found at $cuda_inc; install the CUDA toolkit or set CUDA_HOME" >&2

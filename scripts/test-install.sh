@@ -56,10 +56,22 @@ else
   case "$build" in "$root"/*) ;; *) build_away="$build.away-$$"; mv "$build" "$build_away" ;; esac
 fi
 
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+[ -f "$work/deb/usr/lib/$multiarch/libtmaguard.so" ] || fail "the package does not put the library in /usr/lib/$multiarch"
+[ -f "$work/moved-prefix/lib/libtmaguard.so" ] || fail "a prefix install does not put the library in PREFIX/lib"
+# nothing in either tree can be taken for the CUDA driver
+if find "$work/moved-prefix" "$work/deb" -name 'libcuda*' | grep -q .; then fail "a file named libcuda* is installed"; fi
+for so in "$work/deb/usr/share/tmaguard/demo/libtmaguard-demo-driver.so"; do
+  soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+  [ "$soname" = "libtmaguard-demo-driver.so" ] || fail "the demo driver's SONAME is '$soname'"
+done
+ok
 for tree in "$work/moved-prefix" "$work/deb/usr"; do
   tg="$tree/bin/tmaguard"
+  lib="$tree/lib/libtmaguard.so"
+  [ -f "$lib" ] || lib="$tree/lib/$multiarch/libtmaguard.so"
   out=$("$tg" --version) || fail "$tg --version: $out"
-  grep -q "library: $tree/lib/libtmaguard.so: tmaguard $version (git $revision)" <<<"$out" ||
+  grep -q "library: $lib: tmaguard $version (git $revision)" <<<"$out" ||
     fail "$tg --version does not name this build's library: $out"
   ok
   "$tg" check-rules "$tree/share/tmaguard/rules/fa4_sm100_bwd.toml" "$tree"/share/tmaguard/rules/examples/*.toml \
@@ -71,8 +83,9 @@ for tree in "$work/moved-prefix" "$work/deb/usr"; do
   # a job preloaded the documented way, reject mode, JSON log with %p
   rm -f "$work"/job.*.jsonl
   set +e
-  LD_LIBRARY_PATH="$tree/share/tmaguard/demo/stand-in" "$tg" --mode reject --json --log "$work/job.%p.jsonl" -- \
-    "$tree/share/tmaguard/demo/tmaguard-demo-job" getproc ex fa4_dk_bad >"$work/job.out" 2>&1
+  TG_CLIENT_LIBCUDA="$tree/share/tmaguard/demo/libtmaguard-demo-driver.so" \
+    "$tg" --mode reject --json --log "$work/job.%p.jsonl" --libcuda "$tree/share/tmaguard/demo/libtmaguard-demo-driver.so" \
+    -- "$tree/share/tmaguard/demo/tmaguard-demo-job" getproc ex fa4_dk_bad >"$work/job.out" 2>&1
   set -e
   log=$(ls "$work"/job.*.jsonl 2>/dev/null | head -1)
   [ -n "$log" ] || fail "the preloaded job wrote no log: $(cat "$work/job.out")"

@@ -52,6 +52,16 @@ std::atomic<void*> g_real_dlsym{nullptr};
 
 std::atomic<bool> g_second_copy_said{false};
 
+// TMAGUARD_LIBCUDA, read here only: empty (or blank) means unset, as for every TMAGUARD_* variable, and a
+// secure-execution process never loads a library a less privileged user named (secure_getenv returns NULL there).
+const char* libcuda_override() {
+  const char* p = secure_getenv("TMAGUARD_LIBCUDA");
+  if (!p) return nullptr;
+  const char* q = p;
+  while (*q == ' ' || *q == '\t') ++q;
+  return *q ? p : nullptr;
+}
+
 // The file an object was loaded from, for messages.
 std::string object_path(void* handle) {
   struct link_map* lm = nullptr;
@@ -73,8 +83,7 @@ void say_second_copy(const std::string& what) {
 void* libcuda_handle(bool load) {
   void* h = g_handle.load(std::memory_order_acquire);
   if (h) return h == kMissing ? nullptr : h;
-  const char* named = std::getenv("TMAGUARD_LIBCUDA");
-  if (named && !*named) named = nullptr;
+  const char* named = libcuda_override();
   void* job = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   if (named) {
     void* mine = dlopen(named, RTLD_LAZY | RTLD_NOLOAD);
@@ -111,8 +120,8 @@ void* libcuda_handle(bool load) {
 }  // namespace
 
 const char* driver_path() {
-  const char* p = std::getenv("TMAGUARD_LIBCUDA");
-  return (p && *p) ? p : "libcuda.so.1";
+  const char* p = libcuda_override();
+  return p ? p : "libcuda.so.1";
 }
 
 DlsymFn real_dlsym() {
@@ -130,6 +139,7 @@ DlsymFn real_dlsym() {
 HotGlobals g_hot;
 
 void* real_function_slow(EntryId id) {
+  note_process_stderr();  // the first call into tmaguard from the job: its stderr as it is now
   const int i = static_cast<int>(id);
   void* f = g_hot.real[i].load(std::memory_order_acquire);
   if (f != kNotLookedUp) return f == kMissing ? nullptr : f;
@@ -144,8 +154,7 @@ void* real_function_slow(EntryId id) {
 
 void* route(void* p) {
   // An explicit TMAGUARD_LIBCUDA is loaded even here, so a wrong path is reported instead of silently unguarded.
-  const char* explicit_driver = std::getenv("TMAGUARD_LIBCUDA");
-  if (!p || !libcuda_handle(explicit_driver && *explicit_driver)) return p;
+  if (!p || !libcuda_handle(libcuda_override() != nullptr)) return p;
   for (int i = 0; i < kEntries; ++i) {
     if (kWrappers[i] && real_function(static_cast<EntryId>(i)) == p) return kWrappers[i];
   }

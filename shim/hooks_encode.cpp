@@ -101,9 +101,10 @@ void after_encode(EncodeApi api, CUresult rc, const CUtensorMap* map, Gather&& g
       provenance_record(h, {api, false});
       const EncodeArgs a = gather();
       for (const EncodeProblem& p : encode_warnings(a)) warn_once(api, p.kind, [&] { return p.message; });
-      // A map built on 64-bit address wraparound (Triton's ragged descriptors) gets no bounds lint at all.
+      // A map built on 64-bit address wraparound (Triton's ragged descriptors) gets no bounds lint at all, nor does
+      // a template (every dim 1) whose address device code replaces before use.
       const std::optional<ByteRange> span = map_range(a);
-      if (!a.address || !span) return;
+      if (!a.address || !span || template_args(a)) return;
       Range r;
       const Allocation where = allocation_of(a.address, &r);
       if (where == Allocation::kNotAllocated) {

@@ -32,17 +32,40 @@ __attribute__((always_inline)) inline bool fast_pass(CUfunction f) {
   return true;
 }
 
-// A repeated launch whose tensor maps hash to the key of this kernel's last clean launch on this thread. Up to
-// seven whole-parameter slots live in the front entry; others come from the KernelInfo.
+// A repeated launch whose tensor maps hash to the key of this kernel's last clean launch on this thread, and whose
+// watched places (kernel_cache.h) are still empty. Up to seven whole-parameter slots live in the front entry;
+// others come from the KernelInfo.
 __attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, void** params) {
-  if (!params || !e.clean_key) return false;
+  if (!params) return false;
   uint64_t key = 0;
   bool keyed;
-  if (e.n_maps < kPairs) {  // whole 128-byte parameters
+  if (e.n_maps == kManyMaps) {
+    // Every slot of a KernelInfo lies inside its parameter (checked when it was found), so with kernelParams the
+    // bytes are at params[slot.param] + slot.offset.
+    const KernelInfo& k = *e.info;
+    auto at = [&](const MapSlot& s) -> const uint8_t* {
+      const auto* p = static_cast<const uint8_t*>(params[s.param]);
+      return p ? p + s.offset : nullptr;
+    };
+    if (k.search_pending) return false;  // the full path searches the kernel's parameters again
+    for (const MapSlot& w : k.watch) {  // a watched place whose word 13 is no longer 0 could now hold a map
+      const uint8_t* b = at(w);
+      uint32_t w13;
+      if (!b || (__builtin_memcpy(&w13, b + kWord13Offset, 4), w13 != 0)) return false;
+    }
+    if (k.maps.empty()) {  // nothing to hash: the watched places were all there was to look at
+      bump(t_hot.launches_seen);
+      return true;
+    }
+    if (!e.clean_key) return false;
+    keyed = launch_key(kernel_identity(&k), k.maps.size(), [&](std::size_t i) { return at(k.maps[i]); }, &key);
+  } else if (!e.clean_key) {
+    return false;
+  } else if (e.n_maps < kPairs) {  // whole 128-byte parameters
     keyed = launch_key(
         kernel_identity(e.info), e.n_maps, [&](std::size_t i) { return static_cast<const uint8_t*>(params[e.idx[i]]); },
         &key);
-  } else if (e.n_maps != kManyMaps) {  // maps inside parameters: (index, offset / 64) pairs
+  } else {  // maps inside parameters: (index, offset / 64) pairs
     keyed = launch_key(
         kernel_identity(e.info), e.n_maps & ~kPairs,
         [&](std::size_t i) {
@@ -50,11 +73,6 @@ __attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, void*
           return p ? p + 64 * std::size_t{e.idx[2 * i + 1]} : nullptr;
         },
         &key);
-  } else {
-    const KernelInfo& k = *e.info;
-    const LaunchArgs args{params, nullptr, 0, true};
-    keyed = launch_key(
-        kernel_identity(&k), k.maps.size(), [&](std::size_t i) { return map_bytes(k.layout, k.maps[i], args); }, &key);
   }
   if (!keyed || key != e.clean_key) return false;
   bump(t_hot.launches_seen);

@@ -13,6 +13,7 @@
 #include "reporter.h"
 #include "runtime.h"
 #include "tmaguard/rules.h"
+#include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
@@ -53,12 +54,59 @@ std::size_t mix(uintptr_t k) {
 
 bool live(const KernelInfo* i) { return i != nullptr && i != kDead; }
 
-// The parameter block's base mod 64, learned from the first kernel with a 128-byte parameter (-1: not yet). It is
-// the driver's, the same for every kernel of a process (0x210 on an H200).
-std::atomic<int> g_base_mod64{-1};
+// Where maps can sit: 128-byte parameters, maps a search of the larger parameters found, and the places the kernel's
+// rules name by parameter. Reads nothing of any other kernel.
+void find_maps(KernelInfo* k, const LaunchArgs* args) {
+  const auto& sizes = k->layout.sizes;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] == kTensorMapBytes) k->maps.push_back({static_cast<uint32_t>(i), 0});
+  if (std::any_of(sizes.begin(), sizes.end(), [](std::size_t s) { return s > kTensorMapBytes; })) {
+    if (args) {
+      const StructSearch found = search_structs(k->layout, *args);
+      k->maps.insert(k->maps.end(), found.maps.begin(), found.maps.end());
+      k->watch = found.watch;
+      k->search_pending = found.incomplete;
+      if (found.watch_truncated)
+        report_notice("watch-truncated|" + k->name, "warning",
+                      "kernel " + k->name + " has more than " + std::to_string(kMaxWatched) +
+                          " empty 64-byte places in its parameters; maps that appear beyond those are not searched for");
+    } else {
+      k->search_pending = true;
+    }
+  }
+  auto by_place = [](const MapSlot& a, const MapSlot& b) {
+    return a.param != b.param ? a.param < b.param : a.offset < b.offset;
+  };
+  std::sort(k->maps.begin(), k->maps.end(), by_place);
+  k->named_only.assign(k->maps.size(), false);
+  // Places a rule names: checked at that place on every launch, found by the search or not.
+  for (const NamedPlace& n : named_places(tmaguard::rules(), k->rules)) {
+    const MapSlot slot{static_cast<uint32_t>(n.param), n.offset};
+    const bool fits = static_cast<std::size_t>(n.param) < sizes.size() &&
+                      n.offset + kTensorMapBytes <= sizes[static_cast<std::size_t>(n.param)];
+    if (!fits) {
+      const std::string what =
+          static_cast<std::size_t>(n.param) < sizes.size()
+              ? "is " + std::to_string(sizes[static_cast<std::size_t>(n.param)]) + " bytes"
+              : "does not exist (the kernel has " + std::to_string(sizes.size()) + " parameters)";
+      report_notice("named-place|" + n.rule + "|" + k->name + "|" + std::to_string(n.param) + "+" +
+                        std::to_string(n.offset),
+                    "warning",
+                    "rule " + n.rule + " names map " + n.map + " at param " + std::to_string(n.param) +
+                        (n.offset ? "+" + std::to_string(n.offset) : "") + " of kernel " + k->name + ", whose parameter " +
+                        std::to_string(n.param) + " " + what + ": no map can sit there, and the rule never applies");
+      continue;
+    }
+    if (std::find(k->maps.begin(), k->maps.end(), slot) != k->maps.end()) continue;
+    k->maps.push_back(slot);
+    k->named_only.push_back(true);
+    k->watch.erase(std::remove(k->watch.begin(), k->watch.end(), slot), k->watch.end());
+  }
+}
 
-const KernelInfo* build(CUfunction f, const LaunchArgs* args) {
+const KernelInfo* build(CUfunction f, const LaunchArgs* args, unsigned searches = 0) {
   auto* k = new KernelInfo;
+  k->searches = searches + (args ? 1 : 0);
   const char* name = nullptr;
   bool is_kernel = false;
   if (auto fn = TG_REAL(cuFuncGetName); fn && fn(&name, f) == CUDA_SUCCESS && name) {
@@ -81,33 +129,12 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args) {
   std::size_t i = 0;
   for (; i < kMaxParams; ++i) {
     if (info(i, &off, &size) != CUDA_SUCCESS) break;
-    k->layout.offsets.push_back(off);
-    k->layout.sizes.push_back(size);
     // Offsets are relative to the parameter block, whose own alignment the driver chooses (an H200 reported
     // 112/240/368 for three leading CUtensorMaps), so only the size identifies a tensor-map candidate.
-    if (size == kTensorMapBytes) k->maps.push_back({static_cast<uint32_t>(i), 0});
+    k->layout.offsets.push_back(off);
+    k->layout.sizes.push_back(size);
   }
   k->params_truncated = i == kMaxParams && info(i, &off, &size) == CUDA_SUCCESS;
-  // Maps inside larger parameters: searched once, with this first launch's bytes, at every legal position.
-  std::optional<uint32_t> base = param_base_mod64(k->layout);
-  if (base) {
-    int unknown = -1;
-    g_base_mod64.compare_exchange_strong(unknown, static_cast<int>(*base), std::memory_order_relaxed);
-  } else if (const int known = g_base_mod64.load(std::memory_order_relaxed); known >= 0) {
-    base = static_cast<uint32_t>(known);
-  }
-  const auto& sizes = k->layout.sizes;
-  if (std::any_of(sizes.begin(), sizes.end(), [](std::size_t s) { return s > kTensorMapBytes; })) {
-    if (args) {
-      const std::vector<MapSlot> inner = find_embedded_maps(k->layout, *args, base);
-      k->maps.insert(k->maps.end(), inner.begin(), inner.end());
-      std::sort(k->maps.begin(), k->maps.end(), [](const MapSlot& a, const MapSlot& b) {
-        return a.param != b.param ? a.param < b.param : a.offset < b.offset;
-      });
-    } else {
-      k->search_pending = true;
-    }
-  }
   // The owner, so that an unload can forget this kernel (a driver without these calls: any unload forgets all).
   if (is_kernel) {
     CUlibrary lib = nullptr;
@@ -120,6 +147,15 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args) {
   std::vector<std::string> notes;
   k->rules = rules_for_kernel(tmaguard::rules(), k->name, &notes);
   for (const std::string& n : notes) report_notice("pattern-limit|" + n, "warning", n);
+  find_maps(k, args);
+  if (k->searches >= kMaxSearches && (k->search_pending || !k->watch.empty())) {
+    report_notice("searches|" + k->name, "warning",
+                  "kernel " + k->name + "'s parameters changed where maps could appear on " +
+                      std::to_string(kMaxSearches) +
+                      " launches; they are not searched again (maps found so far and places rules name are checked)");
+    k->watch.clear();
+    k->search_pending = false;
+  }
   return k;
 }
 
@@ -130,27 +166,30 @@ std::atomic<uint64_t> g_clean[kCleanSlots];
 }  // namespace
 
 FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
-  // An unload since this thread last looked: any entry may describe a freed (and reused) handle.
+  // Kernel facts replaced since this thread last looked (an unload, a new search): any entry may be stale.
   const uint32_t epoch = g_hot.kernel_epoch.load(std::memory_order_acquire);
   if (t_hot.kernel_epoch != epoch) {
     std::memset(static_cast<void*>(t_hot.front), 0, sizeof t_hot.front);
     t_hot.kernel_epoch = epoch;
   }
   FrontEntry& e = front_slot(f);
-  if (e.f == f && e.info && !(e.info->search_pending && args)) return e;
+  if (e.f == f && e.info) return e;
   const KernelInfo* info = kernel_info(f, args);
   e.f = f;
   e.info = info;
   e.clean_key = 0;
   // The front entry carries up to seven whole-parameter slots with an index below 256, or up to three slots inside
-  // parameters as (index, offset / 64) pairs; anything else is read from the KernelInfo (2-CTA FA4 has nine maps).
+  // parameters as (index, offset / 64) pairs; anything else is read from the KernelInfo (2-CTA FA4 has nine maps;
+  // a kernel with watched places or places only rules name).
   const std::vector<MapSlot>& m = info->maps;
   const bool whole = std::all_of(m.begin(), m.end(), [](const MapSlot& s) { return s.offset == 0 && s.param < 256; });
   const bool pairs = std::all_of(m.begin(), m.end(), [](const MapSlot& s) {
     return s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 256;
   });
-  if (info->search_pending) {
-    e.n_maps = kManyMaps;  // never the no-maps fast path: every launch goes to the full check until one is searched
+  const bool plain = !info->search_pending && info->watch.empty() &&
+                     std::none_of(info->named_only.begin(), info->named_only.end(), [](bool b) { return b; });
+  if (!plain) {
+    e.n_maps = kManyMaps;  // never the no-maps fast path: watched places are looked at on every launch
   } else if (whole && m.size() <= sizeof(e.idx)) {
     for (std::size_t i = 0; i < m.size(); ++i) e.idx[i] = static_cast<uint8_t>(m[i].param);
     e.n_maps = static_cast<uint8_t>(m.size());
@@ -166,6 +205,48 @@ FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
   return e;
 }
 
+namespace {
+
+// Replaces `stale` (the info in force for `key`) with `fresh`: true when it did; false when another thread replaced
+// or forgot it first (then `fresh` is not published).
+bool replace_info(uintptr_t key, const KernelInfo* stale, const KernelInfo* fresh) {
+  if (Slot* table = g_slots_ptr.load(std::memory_order_acquire)) {
+    std::size_t i = mix(key) & (kSlots - 1);
+    for (std::size_t probe = 0; probe < kSlots; ++probe, i = (i + 1) & (kSlots - 1)) {
+      const uintptr_t k = table[i].key.load(std::memory_order_acquire);
+      if (k == 0) break;
+      if (k != key) continue;
+      const KernelInfo* expected = stale;
+      return table[i].info.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel);
+    }
+  }
+  std::lock_guard<std::mutex> lock(g_overflow_mu);
+  if (!g_overflow) return false;
+  auto it = g_overflow->find(key);
+  if (it == g_overflow->end() || it->second != stale) return false;
+  it->second = fresh;
+  return true;
+}
+
+}  // namespace
+
+bool needs_research(const KernelInfo& k, const LaunchArgs& args) {
+  if (k.search_pending) return true;
+  for (const MapSlot& w : k.watch)
+    if (!still_empty(k.layout, w, args)) return true;
+  return false;
+}
+
+const KernelInfo* research(CUfunction f, const KernelInfo* stale, const LaunchArgs& args) {
+  const KernelInfo* fresh = build(f, &args, stale->searches);
+  if (!replace_info(reinterpret_cast<uintptr_t>(f), stale, fresh)) {
+    delete fresh;  // another thread searched (or an unload forgot the kernel) first
+    return kernel_info(f, &args);
+  }
+  g_hot.kernel_epoch.fetch_add(1, std::memory_order_acq_rel);  // every thread's front cache holds the old one
+  return fresh;
+}
+
 const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
   Slot* table = slots();
   const auto key = reinterpret_cast<uintptr_t>(f);
@@ -174,16 +255,6 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
     uintptr_t k = table[i].key.load(std::memory_order_acquire);
     if (k == key) {
       const KernelInfo* info = table[i].info.load(std::memory_order_acquire);
-      if (live(info) && info->search_pending && args) {  // the first launch with bytes: search now, replace
-        const KernelInfo* built = build(f, args);
-        if (table[i].info.compare_exchange_strong(info, built, std::memory_order_acq_rel)) {
-          g_hot.kernel_epoch.fetch_add(1, std::memory_order_acq_rel);  // other threads' front caches hold the old
-          return built;
-        }
-        delete built;  // another thread replaced it (or an unload forgot it) first
-        if (live(info)) return info;
-        break;
-      }
       if (live(info)) return info;
       if (info == nullptr) break;          // another thread is filling it in: use the overflow map below (rare)
       const KernelInfo* built = build(f, args);  // forgotten after an unload: the handle now names another kernel
@@ -212,9 +283,8 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
   std::lock_guard<std::mutex> lock(g_overflow_mu);
   if (!g_overflow) g_overflow = new std::unordered_map<uintptr_t, const KernelInfo*>;
   auto it = g_overflow->find(key);
-  if (it != g_overflow->end() && !(it->second->search_pending && args)) return it->second;
+  if (it != g_overflow->end()) return it->second;
   const KernelInfo* built = build(f, args);
-  if (it != g_overflow->end()) g_hot.kernel_epoch.fetch_add(1, std::memory_order_acq_rel);
   (*g_overflow)[key] = built;
   return built;
 }
@@ -253,5 +323,16 @@ bool clean_cache_contains(uint64_t key) {
   return key && g_clean[key & (kCleanSlots - 1)].load(std::memory_order_relaxed) == key;
 }
 void clean_cache_insert(uint64_t key) { g_clean[key & (kCleanSlots - 1)].store(key, std::memory_order_relaxed); }
+
+namespace {
+constexpr std::size_t kCleanMapSlots = 1 << 13;  // 64 KiB: maps, not launches
+std::atomic<uint64_t> g_clean_maps[kCleanMapSlots];
+}  // namespace
+bool clean_map_contains(uint64_t hash) {
+  return hash && g_clean_maps[hash & (kCleanMapSlots - 1)].load(std::memory_order_relaxed) == hash;
+}
+void clean_map_insert(uint64_t hash) {
+  g_clean_maps[hash & (kCleanMapSlots - 1)].store(hash, std::memory_order_relaxed);
+}
 
 }  // namespace tmaguard

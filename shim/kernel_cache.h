@@ -18,13 +18,18 @@ struct KernelInfo {
   std::string name;
   std::vector<int> rules;  // indices of the rules whose kernel matcher accepts this kernel
   ParamLayout layout;      // every parameter's offset and size
-  // Tensor-map candidates: 128-byte parameters, and maps found inside larger ones (searched once, on the kernel's
-  // first launch), in parameter then offset order.
+  // Tensor-map candidates, in parameter then offset order: 128-byte parameters, maps found inside larger ones,
+  // then the places rules name by parameter that held no map at the search (named_only, read on every launch).
   std::vector<MapSlot> maps;
+  std::vector<bool> named_only;  // per entry of `maps`
+  // Places inside larger parameters that held no map at the search and could later (launch.h: still_empty): when
+  // one no longer is empty, the kernel is searched again, with that launch's bytes.
+  std::vector<MapSlot> watch;
   const void* owner = nullptr;    // its CUmodule (CUfunction) or CUlibrary (CUkernel); nullptr when unknown
   bool params_truncated = false;  // more parameters than tmaguard reads (kMaxParams): the rest were not checked
-  bool search_pending = false;    // a parameter over 128 bytes not searched yet: the launch that built this gave
-                                  // no readable bytes; the next launch that does replaces this KernelInfo
+  bool search_pending = false;    // a parameter over 128 bytes not (fully) searched yet: the launch that built this
+                                  // gave no readable bytes for it; the next launch that does searches again
+  unsigned searches = 0;          // searches made for this handle so far (bounded: kMaxSearches)
 
   // Inspect mode's census (what tmaguard could see over the run), updated by every inspected launch.
   mutable std::atomic<uint64_t> launches{0};
@@ -43,6 +48,13 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args);
 //! kernel facts were replaced since this thread last looked, or when its kernel still waits for a struct search
 //! and `args` can serve it.
 FrontEntry& front_entry(CUfunction f, const LaunchArgs* args);
+//! A fresh search of `stale`'s kernel with this launch's bytes (a watched place is no longer empty, or the kernel
+//! waited for readable bytes): the new KernelInfo replaces the old one for every thread. Returns what is in force.
+const KernelInfo* research(CUfunction f, const KernelInfo* stale, const LaunchArgs& args);
+//! Whether this launch calls for a new search of its kernel's parameters (kernel_cache.cpp says when).
+bool needs_research(const KernelInfo& k, const LaunchArgs& args);
+inline constexpr unsigned kMaxSearches = 64;
+
 //! Every kernel known (for inspect mode's census at exit).
 void for_each_kernel(void (*fn)(const KernelInfo&));
 
@@ -56,5 +68,9 @@ inline uint64_t kernel_identity(const KernelInfo* k) { return reinterpret_cast<u
 //! Set of launch keys that were checked and found clean: a repeated launch costs a hash and a lookup.
 bool clean_cache_contains(uint64_t key);
 void clean_cache_insert(uint64_t key);
+//! Set of map content hashes whose bytes passed the generic descriptor check (which depends on the bytes alone): a
+//! launch whose key is new because one of its many maps changed judges only that map again.
+bool clean_map_contains(uint64_t hash);
+void clean_map_insert(uint64_t hash);
 
 }  // namespace tmaguard

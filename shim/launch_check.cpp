@@ -75,6 +75,11 @@ bool collect(CUfunction f, void** kernel_params, void** extra, Collected& c) {
   const LaunchArgs args = kernel_params ? LaunchArgs{kernel_params, nullptr, 0, true} : parse_extra(extra);
   const bool readable = args.kernel_params || (args.buffer && args.size_declared);
   c.front = &front_entry(f, readable ? &args : nullptr);  // a kernel's first launch searches its structs with these
+  // A kernel that waited for readable bytes, or whose watched places are no longer empty, is searched again now.
+  if (readable && needs_research(*c.front->info, args)) {
+    research(f, c.front->info, args);
+    c.front = &front_entry(f, &args);
+  }
   c.kernel = c.front->info;
   const KernelInfo& k = *c.kernel;
   if (k.params_truncated)
@@ -97,24 +102,43 @@ bool collect(CUfunction f, void** kernel_params, void** extra, Collected& c) {
       kernel_identity(c.kernel), n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
 }
 
-std::vector<TensorMapParam> decode_all(const Collected& c) {
-  std::vector<TensorMapParam> maps(c.bytes.size());
-  for (std::size_t i = 0; i < maps.size(); ++i) {
-    maps[i].param_index = static_cast<int>(c.kernel->maps[i].param);
-    maps[i].offset = c.kernel->maps[i].offset;
-    maps[i].embedded = c.kernel->embedded(c.kernel->maps[i]);
-    maps[i].decoded = decode(c.bytes[i]);
+// The maps this launch must judge, decoded. A kernel without rules needs only the maps whose bytes have not passed
+// the generic check before (`hashes_out` keeps each one's hash); with rules (or in inspect mode) every map is
+// decoded and `known_clean` marks the ones the generic check may skip.
+std::vector<TensorMapParam> decode_needed(const Collected& c, bool all, std::vector<uint64_t>& hashes_out,
+                                          std::vector<bool>& known_clean) {
+  std::vector<TensorMapParam> maps;
+  for (std::size_t i = 0; i < c.bytes.size(); ++i) {
+    const bool clean = clean_map_contains(c.hashes[i]);
+    if (clean && !all) continue;
+    TensorMapParam m;
+    m.param_index = static_cast<int>(c.kernel->maps[i].param);
+    m.offset = c.kernel->maps[i].offset;
+    m.embedded = c.kernel->embedded(c.kernel->maps[i]);
+    m.named_only = c.kernel->named_only[i];
+    m.decoded = decode(c.bytes[i]);
+    maps.push_back(std::move(m));
+    hashes_out.push_back(c.hashes[i]);
+    known_clean.push_back(clean);
   }
   return maps;
 }
 
-Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, Judgement& j) {
+Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, const std::vector<uint64_t>& hashes,
+               const std::vector<bool>& known_clean, Judgement& j) {
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
   std::vector<Finding>& findings = j.findings;
+  std::vector<bool> named(maps.size(), false);  // maps a finding names
   for (Finding& fd : findings)
     for (std::size_t i = 0; i < maps.size(); ++i)
-      if (maps[i].param_index == fd.param_index && maps[i].offset == fd.param_offset)
-        fd.provenance = provenance_for(c.hashes[i]);
+      if (maps[i].param_index == fd.param_index && maps[i].offset == fd.param_offset) {
+        fd.provenance = provenance_for(hashes[i]);
+        named[i] = true;
+      }
+  // A map the generic check found nothing in is remembered by its bytes (a finding may be about the kernel as a
+  // whole, param_index -1: that says nothing against any one map).
+  for (std::size_t i = 0; i < maps.size(); ++i)
+    if (!named[i] && !known_clean[i] && maps[i].decoded.ok()) clean_map_insert(hashes[i]);
   // Launches a rule could not check are not remembered as clean: each one is counted in the summary. (They are
   // FA4 backward kernels of milliseconds; judging their maps again costs microseconds.)
   if (!has_errors(findings) && j.not_checkable.empty()) {
@@ -141,11 +165,14 @@ Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel
     c.front->clean_key = c.key;
     return Verdict::kRun;
   }
-  const std::vector<TensorMapParam> maps = decode_all(c);
+  std::vector<uint64_t> hashes;
+  std::vector<bool> known_clean;
+  const std::vector<TensorMapParam> maps =
+      decode_needed(c, inspecting || !c.kernel->rules.empty(), hashes, known_clean);
   bump(t.maps_decoded, maps.size());
-  if (inspecting) inspect(c.kernel, geom, maps, c.hashes);
-  Judgement j = judge_launch(rules(), c.kernel->rules, c.kernel->name, maps, current_arch());
-  return report(c, maps, j);
+  if (inspecting) inspect(c.kernel, geom, maps, hashes);
+  Judgement j = judge_launch(rules(), c.kernel->rules, c.kernel->name, maps, current_arch(), &known_clean);
+  return report(c, maps, hashes, known_clean, j);
 }
 
 void census_of(const KernelInfo& k) {

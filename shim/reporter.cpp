@@ -35,13 +35,15 @@
 namespace tmaguard {
 namespace {
 
-// Opens the log the way a log of someone else's job must be opened; -1 with `error` set when it cannot be.
+// Opens the log the way a log of someone else's job must be opened; -1 with `error` set when it cannot be (yet).
 int open_log(const std::string& path, std::string* error) {
   const int fd =
       ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0644);
   if (fd < 0) {
     const int e = errno;
-    *error = e == ELOOP ? "it is a symbolic link (tmaguard never follows one for its log)" : std::strerror(e);
+    *error = e == ELOOP   ? "it is a symbolic link (tmaguard never follows one for its log)"
+             : e == ENXIO ? "a FIFO nobody reads yet"
+                          : std::strerror(e);
     return -1;
   }
   const int flags = fcntl(fd, F_GETFL);
@@ -51,29 +53,36 @@ int open_log(const std::string& path, std::string* error) {
 
 class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
  public:
-  RecordSink(int fd, std::string pattern) : fd_(fd), pattern_(std::move(pattern)) {}
+  //! `pattern`: TMAGUARD_LOG as given (empty: stderr). A log that cannot be opened yet (a missing directory, a FIFO
+  //! nobody reads) is tried again at every record; until it opens, records go to stderr.
+  explicit RecordSink(std::string pattern) : pattern_(std::move(pattern)) {
+    if (!pattern_.empty()) try_open();
+  }
   uint64_t lost() const { return lost_; }
-  bool is_stderr() const { return fd_ == 2; }
+  bool is_stderr() const { return fd_ < 0; }
   //! After fork in the child: a %p log path names another file now; the inherited descriptor is the parent's.
   void after_fork_child() {
     if (pattern_.find("%p") == std::string::npos) return;
     if (fd_ > 2) ::close(fd_);
     fd_ = -1;
-    reopen_ = true;
+    try_open();
   }
   //! Writes one finished line; false when the log refused it, which is then counted and, with `fallback`, written
   //! to stderr instead.
   bool put(const std::string& line, bool fallback = true) {
-    if (reopen_) {
-      reopen_ = false;
-      std::string why;
-      fd_ = open_log(expand_log_path(pattern_, static_cast<long>(getpid())), &why);
+    if (fd_ < 0 && !pattern_.empty()) try_open();
+    if (fd_ >= 0) {
+      if (write_whole(fd_, line.data(), line.size())) return true;
+      ++lost_;
+      if (fallback) to_stderr(line);
+      return false;
     }
-    if (fd_ >= 0 && write_whole(fd_, line.data(), line.size())) return true;
+    if (to_stderr(line)) return true;
     ++lost_;
-    if (fallback && fd_ != 2) write_whole(2, line.data(), line.size());
     return false;
   }
+  //! stderr, if it is still the one tmaguard first saw (runtime.h: write_stderr).
+  bool to_stderr(const std::string& line) { return write_stderr(line); }
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
@@ -84,9 +93,19 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
   void flush_() override {}
 
  private:
-  int fd_;
+  void try_open() {
+    std::string why;
+    const std::string path = expand_log_path(pattern_, static_cast<long>(getpid()));
+    fd_ = open_log(path, &why);
+    if (fd_ < 0 && !said_) {
+      said_ = true;
+      to_stderr("tmaguard: warning: cannot open TMAGUARD_LOG='" + path + "' yet: " + why +
+                "; reporting to stderr until it opens\n");
+    }
+  }
+  int fd_ = -1;          // the log; -1: stderr (no log asked for, or not open yet)
   std::string pattern_;  // TMAGUARD_LOG as given (empty: stderr)
-  bool reopen_ = false;
+  bool said_ = false;
   uint64_t lost_ = 0;
 };
 
@@ -100,17 +119,26 @@ struct Reporter {
   bool summary_written = false;                   // the summary went out (before an abort): not again at exit
 };
 
-// Serialises reporting and dedupe; held across fork by the atfork handlers. Timed: the exit summary never waits
-// for ever on a thread that is stuck (or on itself, from a signal handler that calls exit()).
+// Serialises reporting and dedupe; held across fork by the atfork handlers. Waiting for it is bounded (a log that
+// blocks, say a FIFO whose reader stalls, must not stall every launching thread), and a thread that gives up
+// never touches what the lock guards: its record is dropped and counted (g_dropped) instead.
 std::timed_mutex g_mu;
 thread_local bool t_reporting __attribute__((tls_model("initial-exec"))) = false;
 std::atomic<Reporter*> g_rep{nullptr};  // published once when opened; never freed (used at exit)
+std::atomic<uint64_t> g_dropped{0};     // records dropped because the reporter's lock was not free in time
 
 struct Locked {
-  Locked() : held(!t_reporting && g_mu.try_lock_for(std::chrono::seconds(2))) { t_reporting = true; }
+  Locked() : held(!t_reporting && g_mu.try_lock_for(std::chrono::seconds(2))) {
+    if (held) {
+      t_reporting = true;
+    } else {
+      g_dropped.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   ~Locked() {
+    if (!held) return;
     t_reporting = false;
-    if (held) g_mu.unlock();
+    g_mu.unlock();
   }
   bool held;
 };
@@ -137,6 +165,7 @@ Summary summary_of(const Reporter& rep) {
   s.violations_by_rule = rep.by_rule;
   s.not_checkable = rep.not_checkable;
   s.log_records_lost = rep.sink->lost();
+  s.records_dropped = g_dropped.load(std::memory_order_relaxed);
   s.version = TMAGUARD_VERSION;
   s.revision = TMAGUARD_REVISION;
   return s;
@@ -148,8 +177,7 @@ void emit_summary_locked(Reporter& rep) {
   Summary s = summary_of(rep);
   if (rep.sink->put(render_summary(s, context(rep), rep.cfg.format) + "\n", false) || rep.sink->is_stderr()) return;
   s.log_records_lost = rep.sink->lost();
-  const std::string line = render_summary(s, context(rep), rep.cfg.format) + "\n";
-  write_whole(2, line.data(), line.size());
+  rep.sink->to_stderr(render_summary(s, context(rep), rep.cfg.format) + "\n");
 }
 
 }  // namespace
@@ -157,22 +185,12 @@ void emit_summary_locked(Reporter& rep) {
 bool reporter_open(const Config& cfg, std::string* error) {
   auto rep = std::make_unique<Reporter>();
   rep->cfg = cfg;
-  int fd = 2;
-  if (!cfg.log_path.empty()) {
-    std::string why;
-    fd = open_log(expand_log_path(cfg.log_path, static_cast<long>(getpid())), &why);
-    if (fd < 0) {
-      *error = "cannot open TMAGUARD_LOG='" + cfg.log_path + "': " + why;
-      return false;
-    }
-  }
   try {
-    rep->sink = std::make_shared<RecordSink>(fd, cfg.log_path);
+    rep->sink = std::make_shared<RecordSink>(cfg.log_path);
     rep->logger = std::make_shared<spdlog::logger>("tmaguard", rep->sink);
     rep->logger->set_pattern("%v");
     rep->logger->set_error_handler([](const std::string&) {});
   } catch (const std::exception& e) {
-    if (fd > 2) ::close(fd);
     *error = std::string("cannot set up the log: ") + e.what();
     return false;
   }
@@ -184,7 +202,7 @@ void report_summary_at_exit() {
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep || !armed_already()) return;
   Locked lock;
-  if (rep->summary_written) return;
+  if (!lock.held || rep->summary_written) return;
   rep->summary_written = true;
   emit_summary_locked(*rep);
 }
@@ -193,7 +211,7 @@ void report_notice(const std::string& key, const char* event, const std::string&
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep) return;
   Locked lock;
-  if (rep->seen[key]++ > 0) return;
+  if (!lock.held || rep->seen[key]++ > 0) return;
   emit_locked(*rep, render_notice(event, message, context(*rep), rep->cfg.format));
 }
 
@@ -201,7 +219,7 @@ void report_not_checkable(const std::string& reason, const std::string& message)
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep) return;
   Locked lock;
-  if (rep->not_checkable[reason]++ > 0) return;
+  if (!lock.held || rep->not_checkable[reason]++ > 0) return;
   emit_locked(*rep, render_notice("not-checkable", message, context(*rep), rep->cfg.format));
 }
 
@@ -209,6 +227,7 @@ void report_census(const CensusRecord& record) {
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep) return;
   Locked lock;
+  if (!lock.held) return;
   emit_locked(*rep, render_census(record, context(*rep), rep->cfg.format));
 }
 
@@ -216,7 +235,7 @@ void report_inspect(const std::string& key, const InspectRecord& record) {
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep) return;
   Locked lock;
-  if (rep->seen[key]++ > 0) return;
+  if (!lock.held || rep->seen[key]++ > 0) return;
   emit_locked(*rep, render_inspect(record, context(*rep), rep->cfg.format));
 }
 
@@ -224,26 +243,41 @@ Verdict report_findings(std::vector<Finding>& findings) {
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep) return Verdict::kRun;
   const Mode m = mode();
+  // The verdict never depends on the reporter's lock: it is decided first.
   bool reject = false, abort_now = false;
+  std::vector<std::string> actions;
+  for (const Finding& f : findings) {
+    const bool error = f.severity == Severity::kError;
+    // A rule's action override applies to its errors, except in inspect mode, which never blocks.
+    actions.push_back(!error ? "none" : (f.action.empty() || m == Mode::kInspect) ? to_string(m) : f.action);
+    abort_now |= actions.back() == "abort";
+    reject |= actions.back() == "reject";
+  }
   {
     Locked lock;
-    for (Finding& f : findings) {
-      const bool error = f.severity == Severity::kError;
-      // A rule's action override applies to its errors, except in inspect mode, which never blocks.
-      const std::string action = !error ? "none" : (f.action.empty() || m == Mode::kInspect) ? to_string(m) : f.action;
-      abort_now |= action == "abort";
-      reject |= action == "reject";
-      if (error) ++rep->by_rule[f.rule];
-      const std::string key =
-          f.rule + '\x1f' + f.kernel + '\x1f' + std::to_string(f.param_index) + '\x1f' + std::to_string(f.param_offset);
-      if (rep->seen[key]++ > 0) continue;
-      emit_locked(*rep, render_finding(f, context(*rep), action, rep->cfg.format));
-    }
-    if (abort_now) {
-      emit_locked(*rep, render_notice("abort", "aborting the process before the kernel runs (abort mode)",
-                                      context(*rep), rep->cfg.format));
-      rep->summary_written = true;
-      emit_summary_locked(*rep);
+    if (lock.held) {
+      for (std::size_t i = 0; i < findings.size(); ++i) {
+        const Finding& f = findings[i];
+        if (f.severity == Severity::kError) ++rep->by_rule[f.rule];
+        const std::string key = f.rule + '\x1f' + f.kernel + '\x1f' + std::to_string(f.param_index) + '\x1f' +
+                                std::to_string(f.param_offset);
+        if (rep->seen[key]++ > 0) continue;
+        emit_locked(*rep, render_finding(f, context(*rep), actions[i], rep->cfg.format));
+      }
+      if (abort_now) {
+        emit_locked(*rep, render_notice("abort", "aborting the process before the kernel runs (abort mode)",
+                                        context(*rep), rep->cfg.format));
+        rep->summary_written = true;
+        emit_summary_locked(*rep);
+      }
+    } else if (abort_now) {
+      // The log is blocked (its record was dropped and counted): the reason still reaches stderr before the abort,
+      // without touching anything the lock guards.
+      for (std::size_t i = 0; i < findings.size(); ++i)
+        if (actions[i] == "abort") {
+          rep->sink->to_stderr(render_finding(findings[i], context(*rep), "abort", LogFormat::kText) + "\n");
+          break;
+        }
     }
   }
   // Outside the lock: a SIGABRT handler that calls exit() runs the exit summary, which must not wait on us.
@@ -261,6 +295,7 @@ void reporter_fork_child() {
     rep->summary_written = false;
     rep->sink->after_fork_child();
   }
+  g_dropped.store(0, std::memory_order_relaxed);
   g_mu.unlock();
 }
 

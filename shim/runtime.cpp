@@ -3,6 +3,8 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,6 +54,13 @@ void exit_reports() {
   report_summary_at_exit();
 }
 
+// Something tmaguard cannot understand stops the job before its first launch, with one line naming it and the
+// way out: a guard that switched itself off in silence would let every bad launch through.
+[[noreturn]] void stop_before_first_launch(const std::string& what, const std::string& remedy) {
+  write_stderr_line("tmaguard: stopping the job before its first launch: " + what + "; " + remedy);
+  std::_Exit(78);
+}
+
 // The rules in force: the built-in preset, then TMAGUARD_RULES files (a rule with the same id replaces the
 // preset's). A broken file never leaves a job silently unguarded: the job stops here, before its first launch,
 // unless TMAGUARD_RULES_ON_ERROR=continue (then it runs without that file, after saying so).
@@ -61,11 +70,9 @@ std::shared_ptr<const RuleSet> load_rules(const Config& cfg) {
   for (const std::string& path : cfg.rules_files) {
     const RulesResult res = load_rules_file(path);
     for (const std::string& e : res.errors) write_stderr_line("tmaguard: rules error: " + e);
-    if (!res.errors.empty() && !cfg.continue_on_rules_error) {
-      write_stderr_line("tmaguard: stopping the job before its first launch: fix " + path +
-                   " (tmaguard check-rules), or set TMAGUARD_RULES_ON_ERROR=continue to run without it");
-      std::_Exit(78);
-    }
+    if (!res.errors.empty() && !cfg.continue_on_rules_error)
+      stop_before_first_launch("fix " + path + " (tmaguard check-rules)",
+                               "or set TMAGUARD_RULES_ON_ERROR=continue to run without it");
     if (!res.errors.empty())
       write_stderr_line("tmaguard: continuing without " + path + " (TMAGUARD_RULES_ON_ERROR=continue)");
     sets.push_back(res.rules);
@@ -75,13 +82,16 @@ std::shared_ptr<const RuleSet> load_rules(const Config& cfg) {
 
 // Everything is built before anything is published: a failure on any path leaves no global state behind.
 bool init() {
-  const ConfigResult parsed = parse_config([](const char* n) { return std::getenv(n); });
-  if (!parsed.errors.empty()) {
-    report_cannot_work(parsed.errors.front());
-    return false;
-  }
+  // In a secure-execution process (setuid, setgid, capabilities) the environment belongs to a less privileged
+  // user: a log path or a rules file named there is not followed (parse_config says so).
+  const bool secure = getauxval(AT_SECURE) != 0;
+  const ConfigResult parsed = parse_config([](const char* n) { return std::getenv(n); }, secure);
   const Config& cfg = parsed.config;
-  if (cfg.mode == Mode::kOff) return false;
+  if (cfg.mode == Mode::kOff) return false;  // switched off on purpose: nothing else is read
+  for (const std::string& e : parsed.errors)
+    stop_before_first_launch(e, "fix it (tmaguard --help lists every variable), or set TMAGUARD_MODE=off to run "
+                                "without tmaguard");
+  for (const std::string& n : parsed.notices) write_stderr_line("tmaguard: " + n);
   std::shared_ptr<const RuleSet> rules = load_rules(cfg);
   if (!real_function(EntryId::cuLaunchKernel)) {
     report_cannot_work(std::string("no usable CUDA driver at '") + driver_path() + "'");
@@ -203,10 +213,37 @@ bool write_whole(int fd, const char* p, std::size_t n) {
   return ok;
 }
 
-void write_stderr_line(const std::string& line) {
-  const std::string l = line + "\n";
-  write_whole(2, l.data(), l.size());
+namespace {
+// The process's stderr as tmaguard first saw it (note_process_stderr): 0 not looked at yet, 1 open, 2 closed.
+std::atomic<int> g_stderr_state{0};
+dev_t g_stderr_dev = 0;
+ino_t g_stderr_ino = 0;
+}  // namespace
+
+void note_process_stderr() {
+  if (g_stderr_state.load(std::memory_order_acquire) != 0) return;
+  struct stat st;
+  static std::atomic<bool> claimed{false};
+  if (claimed.exchange(true)) return;  // one thread looks; a racing one writes nothing until it has
+  if (fstat(2, &st) == 0) {
+    g_stderr_dev = st.st_dev;
+    g_stderr_ino = st.st_ino;
+    g_stderr_state.store(1, std::memory_order_release);
+  } else {
+    g_stderr_state.store(2, std::memory_order_release);
+  }
 }
+
+bool write_stderr(const std::string& text) {
+  note_process_stderr();
+  struct stat st;
+  if (g_stderr_state.load(std::memory_order_acquire) != 1 || fstat(2, &st) != 0 || st.st_dev != g_stderr_dev ||
+      st.st_ino != g_stderr_ino)
+    return false;  // closed, or descriptor 2 now names another file (the job's own): never written into
+  return write_whole(2, text.data(), text.size());
+}
+
+void write_stderr_line(const std::string& line) { write_stderr(line + "\n"); }
 
 void report_cannot_work(const std::string& why) {
   g_hot.state.store(kDisabled, std::memory_order_release);

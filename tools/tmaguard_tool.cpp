@@ -1,7 +1,8 @@
 // tmaguard-tool: offline helpers. `check-rules FILE...` validates rule files exactly as the library does at start
 // (exit 1 on any error); `report LOG...` turns JSON-lines logs of any mode into a readable summary (kernels and
 // their tensor maps, violations by rule and rank, launch counts by process); `version [--library PATH]` names this
-// build and the build of a libtmaguard.so (from the marker the library carries).
+// build and the build of a libtmaguard.so (from the marker the library carries); `env` prints the TMAGUARD_*
+// variables (flags.inc).
 #include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tmaguard/config.h"
 #include "tmaguard/rules.h"
 #include "tmaguard_version.h"
 
@@ -239,8 +241,13 @@ int main(int argc, char** argv) {
   std::string library;
   auto* vp = app.add_subcommand("version", "this build's version and git revision, and a library's");
   vp->add_option("--library", library, "a libtmaguard.so to identify");
+  auto* ep = app.add_subcommand("env", "the TMAGUARD_* environment variables: values, defaults, meaning");
   CLI11_PARSE(app, argc, argv);
   if (vp->parsed()) return version(library);
+  if (ep->parsed()) {
+    std::cout << tmaguard::flags_markdown_table();
+    return 0;
+  }
   if (cr->parsed()) {
     if (rule_files.empty() && !builtin) {
       std::cerr << "check-rules: give one or more rule files (or --builtin)\n";

@@ -26,11 +26,27 @@ struct Config {
 
 struct ConfigResult {
   Config config;
-  std::vector<std::string> errors;  // one line each, naming the variable and the bad value
+  std::vector<std::string> errors;   // one line each, naming the variable and the bad value: the job must stop
+  std::vector<std::string> notices;  // one line each: said once, the job goes on
 };
 
+//! The TMAGUARD_* variables (flags.inc): name, values, default, one line of help.
+struct FlagInfo {
+  const char* name;
+  const char* values;
+  const char* fallback;
+  const char* help;
+};
+const std::vector<FlagInfo>& flags();
+//! The README's table of the variables (what `tmaguard-tool env` prints).
+std::string flags_markdown_table();
+
 using EnvLookup = std::function<const char*(const char*)>;
-ConfigResult parse_config(const EnvLookup& env);
+//! Reads every variable of flags.inc. Values are matched without regard to case or surrounding spaces; an empty
+//! value means the default; a value that is none of a variable's choices is an error (the job must stop). In a
+//! secure-execution process (setuid and the like: `secure_execution`) the variables that name files (the log, rule
+//! files, the driver) come from a less privileged user and are ignored, with a notice; the guard stays on.
+ConfigResult parse_config(const EnvLookup& env, bool secure_execution = false);
 
 //! Replaces every "%p" with the pid (the sanitizers' log_path convention).
 std::string expand_log_path(std::string_view pattern, long pid);

@@ -25,8 +25,14 @@ struct TensorMapParam {
   int param_index = -1;
   uint32_t offset = 0;  // byte offset inside the parameter (0 for a whole 128-byte parameter)
   DecodeResult decoded;
-  bool embedded = false;  // a window inside a larger parameter (a CUTLASS Params struct)
+  bool embedded = false;    // a window inside a larger parameter (a CUTLASS Params struct)
+  bool named_only = false;  // a place a rule names ("param:N+OFFSET") that the search did not find a map at: read on
+                            // every launch, but not counted among the launch's maps (rules' map order)
 };
+
+//! A kernel's parameters take at most this many bytes (CUDA 12.1 and later), so at most this many parameters.
+inline constexpr long kParamSpaceBytes = 32764;
+inline constexpr long kMaxParamIndex = kParamSpaceBytes - 1;
 
 //! The parameter block as the driver reports it (cuFuncGetParamInfo / cuKernelGetParamInfo).
 struct ParamLayout {
@@ -63,15 +69,12 @@ inline const uint8_t* map_bytes(const ParamLayout& layout, const MapSlot& slot, 
 
 // ---- tensor maps inside larger parameters (CUTLASS 3.x passes one Params struct holding its CUtensorMaps)
 
-//! The parameter block's base address mod 64, as the driver's placement of this kernel's 128-byte parameters
-//! reveals it: a CUtensorMap parameter sits at a 64-byte-aligned address (an H200 reported offsets 112, 240, ...
-//! from a block at 0x210). nullopt when the kernel has no 128-byte parameter.
-std::optional<uint32_t> param_base_mod64(const ParamLayout& layout);
-
-//! Offsets inside parameter `p` where a CUtensorMap can legally sit: every 64-byte-aligned absolute position with
-//! 128 bytes left. With the base unknown, the parameter itself is taken as 64-byte aligned (a struct holding an
-//! aligned CUtensorMap is).
-std::vector<uint32_t> window_offsets(const ParamLayout& layout, std::size_t p, std::optional<uint32_t> base_mod64);
+//! Offsets inside parameter `p` where a CUtensorMap can sit: every multiple of 64 with 128 bytes left. A structure
+//! holding a CUtensorMap member is at least 64-byte aligned (CUtensorMap is alignas(64) in CUDA 12, alignas(128) in
+//! CUDA 13), so the driver places it at a 64-byte-aligned address and its maps sit at multiples of 64 from its
+//! start, whatever the parameter block's own base (an H200 puts PyTorch's grouped GEMM Params at offset 112 of a
+//! block at 0x210, its maps at +128, +384, +1152). Nothing here depends on any other kernel.
+std::vector<uint32_t> window_offsets(const ParamLayout& layout, std::size_t p);
 
 //! Bytes inside a structure are a tensor map only when they decode and their inner box spans a multiple of 16 bytes
 //! (every TMA box does), and, in the driver's form, their tile-size word equals the size their own box gives (the
@@ -90,10 +93,30 @@ bool unjudged_template(const M& m) {
   return m.embedded && m.decoded.ok() && template_map(m.decoded.view);
 }
 
-//! Every plausible map inside every parameter larger than 128 bytes, for this launch's argument bytes, in
-//! parameter order and, inside a parameter, offset order.
-std::vector<MapSlot> find_embedded_maps(const ParamLayout& layout, const LaunchArgs& args,
-                                        std::optional<uint32_t> base_mod64);
+//! What a search of a launch's parameters over 128 bytes found: the plausible maps, the places that hold no map now
+//! but could later (watched: their word 13, which no map of any form leaves 0, is 0), and whether some places could
+//! not be read (a NULL parameter pointer, a buffer shorter than the parameters): then the search is incomplete.
+struct StructSearch {
+  std::vector<MapSlot> maps;    // in parameter order and, inside a parameter, offset order
+  std::vector<MapSlot> watch;   // at most kMaxWatched, in the same order
+  bool incomplete = false;      // some places were not readable
+  bool watch_truncated = false; // more empty places than kMaxWatched
+};
+inline constexpr std::size_t kMaxWatched = 256;
+//! The byte offset of word 13 (boxDim[0] - 1 in its top byte): never 0 in a tensor map, whose inner box spans at
+//! least 16 bytes.
+inline constexpr std::size_t kWord13Offset = 52;
+StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args);
+
+//! True when a watched place still cannot hold a map (its word 13 is 0), for this launch's bytes; false when it now
+//! could, or when its bytes are not available.
+inline bool still_empty(const ParamLayout& layout, const MapSlot& slot, const LaunchArgs& args) {
+  const uint8_t* b = map_bytes(layout, slot, args);
+  if (!b) return false;
+  uint32_t w13;
+  __builtin_memcpy(&w13, b + kWord13Offset, 4);
+  return w13 == 0;
+}
 
 // ---- the clean-launch key: ONE definition, used by the launch fast path and by the full check alike. A key
 // that the two computed differently would make the clean cache silently never hit.

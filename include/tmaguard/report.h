@@ -28,6 +28,7 @@ struct Summary {
   std::map<std::string, uint64_t> violations_by_rule;  // occurrences, repeats included
   std::map<std::string, uint64_t> not_checkable;       // launches tmaguard could not check, by reason
   uint64_t log_records_lost = 0;                       // records the log refused (written to stderr instead)
+  uint64_t records_dropped = 0;                        // records dropped because the log blocked for over 2 s
   std::string version, revision;                       // which tmaguard wrote it (empty: not said)
 };
 

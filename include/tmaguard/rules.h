@@ -52,6 +52,14 @@ std::string_view builtin_rules_text();
 //! limits; a pattern that reaches one counts as not matching, and `notes` (when given) gets a sentence saying so.
 std::vector<int> rules_for_kernel(const RuleSet& rules, std::string_view kernel_name,
                                   std::vector<std::string>* notes = nullptr);
+//! A place a rule names by parameter ("param:N" or "param:N+OFFSET"): read on every launch of the kernels the rule
+//! applies to, whatever a search of the parameters found.
+struct NamedPlace {
+  std::string rule, map;
+  int64_t param = 0;
+  uint32_t offset = 0;
+};
+std::vector<NamedPlace> named_places(const RuleSet& rules, const std::vector<int>& which);
 //! Runs the given rules on one launch's tensor-map parameters.
 void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
                     const std::vector<TensorMapParam>& maps, std::vector<Finding>& out,

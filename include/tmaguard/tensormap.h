@@ -99,9 +99,14 @@ EncodeProblem validate_encode(const EncodeArgs& a);
 
 enum EncodeWarning : int { kNullAddress = 1, kZeroStride, kOverlappingRows, kBoxBeyondTensor };
 
+//! A template: every dim 1. CUTLASS's grouped and ptr-array GEMMs (PyTorch's torch._grouped_mm among them) encode one
+//! per operand and rewrite its address, dims and strides on the device before any use: its box, strides and address
+//! describe no tensor yet.
+bool template_args(const EncodeArgs& a);
+
 //! Arguments the driver accepts but that are almost certainly bugs: NULL address, stride 0, rows that overlap
 //! (judged in stride order; not for maps built on address wraparound, see map_range), a box larger than the tensor.
-//! One line each; empty when none.
+//! One line each; empty when none, and always empty for a template (every dim 1), which device code fills in later.
 std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a);
 
 //! Bytes from the base address to one past the last element the arguments describe; nullopt when that does not fit

@@ -17,70 +17,138 @@ const char* to_string(Mode m) {
   }
 }
 
-ConfigResult parse_config(const EnvLookup& env) {
-  ConfigResult r;
-  auto get = [&](const char* name) -> std::string_view {
-    const char* v = env(name);
-    return v ? std::string_view(v) : std::string_view();
-  };
-  if (const auto m = get("TMAGUARD_MODE"); !m.empty()) {
-    if (m == "abort")
-      r.config.mode = Mode::kAbort;
-    else if (m == "reject")
-      r.config.mode = Mode::kReject;
-    else if (m == "log")
-      r.config.mode = Mode::kLog;
-    else if (m == "inspect")
-      r.config.mode = Mode::kInspect;
-    else if (m == "off")
-      r.config.mode = Mode::kOff;
-    else
-      r.errors.push_back(fmt::format("TMAGUARD_MODE='{}' is not one of abort, reject, log, inspect, off", m));
+namespace {
+
+enum class FlagId {
+#define TG_FLAG(name, values, fallback, help) name,
+#include "tmaguard/flags.inc"
+#undef TG_FLAG
+};
+
+struct FlagRow {
+  FlagId id;
+  FlagInfo info;
+};
+const FlagRow kFlags[] = {
+#define TG_FLAG(name, values, fallback, help) {FlagId::name, {#name, values, fallback, help}},
+#include "tmaguard/flags.inc"
+#undef TG_FLAG
+};
+
+std::string_view trim(std::string_view v) {
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  while (!v.empty() && space(v.front())) v.remove_prefix(1);
+  while (!v.empty() && space(v.back())) v.remove_suffix(1);
+  return v;
+}
+
+std::string lower(std::string_view v) {
+  std::string s(v);
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return s;
+}
+
+// The choice a value names ("" when none): a choice itself, or a spelling of on/off.
+std::string choice_of(const FlagInfo& f, std::string_view value) {
+  std::string v = lower(trim(value));
+  if (std::string_view(f.values) == "on|off") {
+    if (v == "true" || v == "yes" || v == "1") v = "on";
+    if (v == "false" || v == "no" || v == "0") v = "off";
   }
-  if (const auto f = get("TMAGUARD_LOG_FORMAT"); !f.empty()) {
-    if (f == "text")
-      r.config.format = LogFormat::kText;
-    else if (f == "json")
-      r.config.format = LogFormat::kJson;
-    else
-      r.errors.push_back(fmt::format("TMAGUARD_LOG_FORMAT='{}' is not one of text, json", f));
+  std::string_view choices = f.values;
+  while (!choices.empty()) {
+    const std::size_t bar = std::min(choices.find('|'), choices.size());
+    if (choices.substr(0, bar) == v) return v;
+    choices.remove_prefix(std::min(bar + 1, choices.size()));
   }
-  if (const char* p = env("TMAGUARD_LOG")) {
-    if (*p == '\0')
-      r.errors.push_back("TMAGUARD_LOG is set but empty (unset it to log to stderr)");
-    else
-      r.config.log_path = p;
-  }
-  if (const char* l = env("TMAGUARD_LIBCUDA"); l && *l == '\0')
-    r.errors.push_back("TMAGUARD_LIBCUDA is set but empty (unset it to use libcuda.so.1)");
-  if (const auto rules = get("TMAGUARD_RULES"); !rules.empty()) {
-    std::size_t start = 0;
-    while (start <= rules.size()) {
-      const std::size_t end = std::min(rules.find(':', start), rules.size());
-      if (end > start) r.config.rules_files.emplace_back(rules.substr(start, end - start));
-      start = end + 1;
+  return "";
+}
+
+bool is_choice(const FlagInfo& f) { return std::string_view(f.values).find('|') != std::string_view::npos; }
+
+// One variable's value (choices already matched and lower-cased; free values as given, but never empty).
+void apply(FlagId id, const std::string& v, Config& c) {
+  switch (id) {
+    case FlagId::TMAGUARD_MODE:
+      c.mode = v == "reject" ? Mode::kReject
+               : v == "log" ? Mode::kLog
+               : v == "inspect" ? Mode::kInspect
+               : v == "off" ? Mode::kOff
+                            : Mode::kAbort;
+      break;
+    case FlagId::TMAGUARD_LOG: c.log_path = v; break;
+    case FlagId::TMAGUARD_LOG_FORMAT: c.format = v == "json" ? LogFormat::kJson : LogFormat::kText; break;
+    case FlagId::TMAGUARD_RULES: {
+      std::size_t start = 0;
+      while (start <= v.size()) {
+        const std::size_t end = std::min(v.find(':', start), v.size());
+        if (end > start) c.rules_files.push_back(v.substr(start, end - start));
+        start = end + 1;
+      }
+      break;
     }
+    case FlagId::TMAGUARD_BUILTIN_RULES: c.builtin_rules = v == "on"; break;
+    case FlagId::TMAGUARD_RULES_ON_ERROR: c.continue_on_rules_error = v == "continue"; break;
+    case FlagId::TMAGUARD_LIBCUDA: break;  // read by the driver layer itself (config.h); validated here
   }
-  if (const auto b = get("TMAGUARD_BUILTIN_RULES"); !b.empty()) {
-    if (b == "on")
-      r.config.builtin_rules = true;
-    else if (b == "off")
-      r.config.builtin_rules = false;
-    else
-      r.errors.push_back(fmt::format("TMAGUARD_BUILTIN_RULES='{}' is not one of on, off", b));
+}
+
+}  // namespace
+
+const std::vector<FlagInfo>& flags() {
+  static const std::vector<FlagInfo> v = [] {
+    std::vector<FlagInfo> out;
+    for (const FlagRow& r : kFlags) out.push_back(r.info);
+    return out;
+  }();
+  return v;
+}
+
+std::string flags_markdown_table() {
+  std::string s = "| variable | values (default) | meaning |\n| --- | --- | --- |\n";
+  for (const FlagRow& r : kFlags) {
+    std::string values;  // a pipe inside a table cell must be escaped, even in code
+    for (const char* c = r.info.values; *c; ++c) values += *c == '|' ? std::string("\\|") : std::string(1, *c);
+    s += fmt::format("| `{}` | `{}` ({}) | {} |\n", r.info.name, values, r.info.fallback, r.info.help);
   }
-  if (const auto c = get("TMAGUARD_RULES_ON_ERROR"); !c.empty()) {
-    if (c == "stop")
-      r.config.continue_on_rules_error = false;
-    else if (c == "continue")
-      r.config.continue_on_rules_error = true;
-    else
-      r.errors.push_back(fmt::format("TMAGUARD_RULES_ON_ERROR='{}' is not one of stop, continue", c));
+  return s;
+}
+
+ConfigResult parse_config(const EnvLookup& env, bool secure_execution) {
+  ConfigResult r;
+  std::vector<std::string> ignored;
+  for (const FlagRow& row : kFlags) {
+    const char* raw = env(row.info.name);
+    if (!raw || trim(raw).empty()) continue;  // unset or empty: the default
+    if (!is_choice(row.info)) {
+      if (secure_execution) {  // a file named by a less privileged user: never opened, loaded or written
+        ignored.push_back(row.info.name);
+        continue;
+      }
+      apply(row.id, raw, r.config);
+      continue;
+    }
+    const std::string v = choice_of(row.info, raw);
+    if (v.empty()) {
+      std::string choices;
+      for (const char* c = row.info.values; *c; ++c) choices += *c == '|' ? std::string(", ") : std::string(1, *c);
+      r.errors.push_back(fmt::format("{}='{}' is not one of {}", row.info.name, raw, choices));
+      continue;
+    }
+    apply(row.id, v, r.config);
   }
-  if (const auto rank = get("RANK"); !rank.empty())
-    r.config.rank = std::string(rank);
-  else if (const auto local = get("LOCAL_RANK"); !local.empty())
-    r.config.rank = std::string(local);
+  if (!ignored.empty()) {
+    std::string names;
+    for (const std::string& n : ignored) names += (names.empty() ? "" : ", ") + n;
+    r.notices.push_back(fmt::format("secure-execution process (setuid or similar): {} ignored; reports go to stderr, "
+                                    "built-in rules only",
+                                    names));
+  }
+  if (const auto rank = env("RANK"); rank && *rank)
+    r.config.rank = rank;
+  else if (const auto local = env("LOCAL_RANK"); local && *local)
+    r.config.rank = local;
   return r;
 }
 

@@ -1,6 +1,7 @@
 // tmaguard core: reading a launch's arguments (the `extra` form).
 #include "tmaguard/launch.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace tmaguard {
@@ -22,17 +23,10 @@ LaunchArgs parse_extra(void* const* extra, int max_pairs) {
   return a;
 }
 
-std::optional<uint32_t> param_base_mod64(const ParamLayout& layout) {
-  for (std::size_t i = 0; i < layout.sizes.size(); ++i)
-    if (layout.sizes[i] == kTensorMapBytes) return static_cast<uint32_t>((64 - layout.offsets[i] % 64) % 64);
-  return std::nullopt;
-}
-
-std::vector<uint32_t> window_offsets(const ParamLayout& layout, std::size_t p, std::optional<uint32_t> base_mod64) {
+std::vector<uint32_t> window_offsets(const ParamLayout& layout, std::size_t p) {
   std::vector<uint32_t> out;
   if (p >= layout.sizes.size() || layout.sizes[p] < kTensorMapBytes) return out;
-  const std::size_t first = base_mod64 ? (64 - (*base_mod64 + layout.offsets[p]) % 64) % 64 : 0;
-  for (std::size_t r = first; r + kTensorMapBytes <= layout.sizes[p]; r += 64) out.push_back(static_cast<uint32_t>(r));
+  for (std::size_t r = 0; r + kTensorMapBytes <= layout.sizes[p]; r += 64) out.push_back(static_cast<uint32_t>(r));
   return out;
 }
 
@@ -56,22 +50,35 @@ bool plausible_map(const DecodeResult& d) {
   }
 }
 
-bool template_map(const TensorMapView& v) {
-  for (uint32_t i = 0; i < v.rank; ++i)
-    if (v.dims[i] != 1) return false;
-  return v.rank > 0;
-}
+bool template_map(const TensorMapView& v) { return template_args(v.encode_args()); }
 
-std::vector<MapSlot> find_embedded_maps(const ParamLayout& layout, const LaunchArgs& args,
-                                        std::optional<uint32_t> base_mod64) {
-  std::vector<MapSlot> out;
+StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args) {
+  StructSearch out;
   for (std::size_t p = 0; p < layout.sizes.size(); ++p) {
     if (layout.sizes[p] <= kTensorMapBytes) continue;
-    for (const uint32_t r : window_offsets(layout, p, base_mod64)) {
+    std::vector<MapSlot> empty;  // this parameter's empty places
+    for (const uint32_t r : window_offsets(layout, p)) {
       const MapSlot slot{static_cast<uint32_t>(p), r};
       const uint8_t* b = map_bytes(layout, slot, args);
-      if (!b) break;  // the caller did not provide this parameter's bytes
-      if (plausible_map(decode(b))) out.push_back(slot);
+      if (!b) {  // the caller did not provide this parameter's bytes (or not all of them)
+        out.incomplete = true;
+        break;
+      }
+      if (plausible_map(decode(b)))
+        out.maps.push_back(slot);
+      else if (still_empty(layout, slot, args))
+        empty.push_back(slot);
+    }
+    // A place that overlaps a map found here cannot hold another one (maps do not overlap): not watched.
+    for (const MapSlot& e : empty) {
+      const bool overlaps = std::any_of(out.maps.begin(), out.maps.end(), [&](const MapSlot& m) {
+        return m.param == e.param && m.offset < e.offset + kTensorMapBytes && e.offset < m.offset + kTensorMapBytes;
+      });
+      if (overlaps) continue;
+      if (out.watch.size() < kMaxWatched)
+        out.watch.push_back(e);
+      else
+        out.watch_truncated = true;
     }
   }
   return out;

@@ -76,8 +76,25 @@ std::string stamped(json& j, const ProcessContext& c) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// A value from the environment, a kernel name or a rule file, made safe for a text record: control characters
+// (a newline would forge a record of its own, e.g. "tmaguard: SUMMARY: ...") and backslashes are escaped.
+std::string esc(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (const char ch : v) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\\') out += "\\\\";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += ch;
+  }
+  return out;
+}
+
 std::string ctx_text(const ProcessContext& c) {
-  return fmt::format("pid={} tid={}{} time={}", c.pid, c.tid, c.rank.empty() ? "" : " rank=" + c.rank, c.time);
+  return fmt::format("pid={} tid={}{} time={}", c.pid, c.tid, c.rank.empty() ? "" : " rank=" + esc(c.rank), c.time);
 }
 
 }  // namespace
@@ -109,13 +126,14 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
     j["action"] = action;
     return stamped(j, ctx);
   }
-  std::string s = fmt::format("tmaguard: {} {} [{}] action={} kernel={} tensor={}", event, f.rule,
-                              to_string(f.severity), action, f.kernel, f.tensor);
+  std::string s = fmt::format("tmaguard: {} {} [{}] action={} kernel={} tensor={}", event, esc(f.rule),
+                              to_string(f.severity), action, esc(f.kernel), esc(f.tensor));
   if (f.param_index >= 0)
     s += f.param_offset ? fmt::format(" param={}+{}", f.param_index, f.param_offset) : fmt::format(" param={}", f.param_index);
-  s += fmt::format(": expected {}; observed {}. Hint: {}. ({})", f.expected, f.observed, f.hint, ctx_text(ctx));
-  if (f.tensor_map) s += fmt::format("\ntmaguard:   {} tensor map: {}", f.tensor, map_text(*f.tensor_map));
-  if (!f.provenance.empty()) s += fmt::format("\ntmaguard:   {} provenance: {}", f.tensor, f.provenance);
+  s += fmt::format(": expected {}; observed {}. Hint: {}. ({})", esc(f.expected), esc(f.observed), esc(f.hint),
+                   ctx_text(ctx));
+  if (f.tensor_map) s += fmt::format("\ntmaguard:   {} tensor map: {}", esc(f.tensor), map_text(*f.tensor_map));
+  if (!f.provenance.empty()) s += fmt::format("\ntmaguard:   {} provenance: {}", esc(f.tensor), esc(f.provenance));
   return s;
 }
 
@@ -145,14 +163,14 @@ std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, Lo
     return stamped(j, ctx);
   }
   std::string s =
-      fmt::format("tmaguard: inspect kernel={} grid={{{}}} block={{{}}} params={} tensor_maps={} ({})", r.kernel,
+      fmt::format("tmaguard: inspect kernel={} grid={{{}}} block={{{}}} params={} tensor_maps={} ({})", esc(r.kernel),
                   fmt::join(r.grid, ","), fmt::join(r.block, ","), r.params.size(), r.maps.size(), ctx_text(ctx));
   for (const auto& m : r.maps) {
     const std::string where = m.param_offset ? fmt::format("param {}+{}", m.param_index, m.param_offset)
                                              : fmt::format("param {}", m.param_index);
     s += fmt::format("\ntmaguard:   map {} ({}): {}", m.order, where,
-                     m.decoded.ok() ? map_text(m.decoded.view) : "not a tensor map: " + m.decoded.not_a_map);
-    if (!m.provenance.empty()) s += fmt::format("; provenance: {}", m.provenance);
+                     m.decoded.ok() ? map_text(m.decoded.view) : "not a tensor map: " + esc(m.decoded.not_a_map));
+    if (!m.provenance.empty()) s += fmt::format("; provenance: {}", esc(m.provenance));
   }
   return s;
 }
@@ -178,7 +196,7 @@ std::string render_census(const CensusRecord& r, const ProcessContext& ctx, LogF
   return fmt::format(
       "tmaguard: census kernel={} launches={} maps_in_params={} maps_in_structs={} template_maps={} "
       "large_params=[{}] ({})",
-      r.kernel, r.launches, r.maps_in_params, r.maps_in_structs, r.template_maps, large, ctx_text(ctx));
+      esc(r.kernel), r.launches, r.maps_in_params, r.maps_in_structs, r.template_maps, large, ctx_text(ctx));
 }
 
 std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat format) {
@@ -191,13 +209,14 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
     j["violations"] = s.violations_by_rule;
     j["not_checkable"] = s.not_checkable;
     j["log_records_lost"] = s.log_records_lost;
+    if (s.records_dropped) j["records_dropped"] = s.records_dropped;
     if (!s.version.empty()) j["tmaguard_version"] = s.version;
     if (!s.revision.empty()) j["tmaguard_revision"] = s.revision;
     return stamped(j, ctx);
   }
   auto counted = [](const std::map<std::string, uint64_t>& m) {
     std::string v;
-    for (const auto& [what, n] : m) v += fmt::format("{}{} x{}", v.empty() ? "" : ", ", what, n);
+    for (const auto& [what, n] : m) v += fmt::format("{}{} x{}", v.empty() ? "" : ", ", esc(what), n);
     return v.empty() ? std::string("none") : v;
   };
   std::string line =
@@ -206,6 +225,8 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
   if (!s.not_checkable.empty()) line += "; not checkable: " + counted(s.not_checkable);
   if (s.log_records_lost)
     line += fmt::format("; {} records could not be written to TMAGUARD_LOG (they went to stderr)", s.log_records_lost);
+  if (s.records_dropped)
+    line += fmt::format("; {} records dropped while the log was blocked", s.records_dropped);
   const std::string by = s.version.empty() ? "" : fmt::format("; tmaguard {} git {}", s.version, s.revision);
   return line + fmt::format(" ({}{})", ctx_text(ctx), by);
 }
@@ -218,7 +239,7 @@ std::string render_notice(std::string_view event, std::string_view message, cons
     j["message"] = message;
     return stamped(j, ctx);
   }
-  return fmt::format("tmaguard: {}: {} ({})", event, message, ctx_text(ctx));
+  return fmt::format("tmaguard: {}: {} ({})", event, esc(message), ctx_text(ctx));
 }
 
 }  // namespace tmaguard

@@ -206,6 +206,34 @@ class Parser {
     }
   }
 
+  // "N" or "N+OFFSET" of a "param:" place: what is wrong with it (empty when it can name a map). A place that can
+  // never hold a map is refused here, so that check-rules says so instead of the rule silently never applying.
+  static std::string parse_place(std::string_view spec, MapRef& m) {
+    const std::size_t plus = spec.find('+');
+    const std::string_view num = spec.substr(0, plus), off = plus == std::string_view::npos ? "0" : spec.substr(plus + 1);
+    auto digits = [](std::string_view d) {
+      return !d.empty() && d.size() <= 5 && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (!digits(num) || !digits(off))
+      return "is not \"param:N\" or \"param:N+OFFSET\" (N and OFFSET decimal numbers of at most 5 digits, no spaces "
+             "or signs)";
+    const long index = std::stol(std::string(num)), offset = std::stol(std::string(off));
+    if (index > kMaxParamIndex)
+      return fmt::format("names parameter {}, past any kernel's (the {}-byte parameter space holds at most {} "
+                         "parameters)",
+                         index, kParamSpaceBytes, kMaxParamIndex + 1);
+    if (offset % 64 != 0)
+      return fmt::format("names offset {}, not a multiple of 64: a CUtensorMap inside a parameter sits at a multiple "
+                         "of 64 from its start",
+                         offset);
+    if (offset + static_cast<long>(kTensorMapBytes) > kParamSpaceBytes)
+      return fmt::format("names offset {}: a 128-byte map there ends past the {}-byte parameter space", offset,
+                         kParamSpaceBytes);
+    m.index = index;
+    m.offset = static_cast<uint32_t>(offset);
+    return "";
+  }
+
   void parse_maps(const toml::node* n, Rule& r, const std::string& where) {
     const toml::table* mt = n->as_table();
     if (!mt) {
@@ -223,19 +251,11 @@ class Parser {
       } else if (v.is_string() && v.value<std::string_view>()->rfind("param:", 0) == 0) {
         // "param:N" (a 128-byte parameter) or "param:N+OFFSET" (a map OFFSET bytes into parameter N).
         m.by_param = true;
-        const std::string spec(v.value<std::string_view>()->substr(6));
-        const std::size_t plus = spec.find('+');
-        const std::string num = spec.substr(0, plus), off = plus == std::string::npos ? "0" : spec.substr(plus + 1);
-        char* end = nullptr;
-        char* end_off = nullptr;
-        m.index = std::strtoll(num.c_str(), &end, 10);
-        const long long o = std::strtoll(off.c_str(), &end_off, 10);
-        if (num.empty() || *end || m.index < 0 || off.empty() || *end_off || o < 0 || o > 32768)
-          error(&v, fmt::format("map '{}' in {}: \"param:N\" or \"param:N+OFFSET\" needs a parameter index N >= 0 "
-                                "and a byte offset 0..32768",
-                                m.name, where));
-        else
-          m.offset = static_cast<uint32_t>(o);
+        const std::string_view text = *v.value<std::string_view>();
+        if (const std::string why = parse_place(text.substr(6), m); !why.empty()) {
+          error(&v, fmt::format("map '{}' in {}: \"{}\" {}", m.name, where, text, why));
+          continue;
+        }
       } else {
         error(&v, fmt::format("map '{}' in {} must be an order among tensor maps (integer, negative from the end) "
                               "or \"param:N\"",

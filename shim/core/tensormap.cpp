@@ -241,9 +241,15 @@ std::optional<ByteRange> map_range(const EncodeArgs& a) {
   return ByteRange{a.address, end};
 }
 
+bool template_args(const EncodeArgs& a) {
+  const uint32_t r = a.rank < kMaxRank ? a.rank : kMaxRank;
+  return r > 0 && std::all_of(a.dims.begin(), a.dims.begin() + r, [](uint64_t d) { return d == 1; });
+}
+
 std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a) {
   std::vector<EncodeProblem> out;
   const uint32_t r = a.rank < kMaxRank ? a.rank : kMaxRank;
+  if (template_args(a)) return out;  // describes no tensor yet: nothing to warn about
   const uint64_t es = static_cast<uint64_t>(element_size(static_cast<DataType>(a.dtype)));
   if (a.address == 0)
     out.push_back({"globalAddress", "globalAddress is NULL: the driver encodes it, every access through the map faults",

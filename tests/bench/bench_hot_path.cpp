@@ -204,6 +204,58 @@ void core_fa4_rule(benchmark::State& st) {
     benchmark::DoNotOptimize(out.data());
   }
 }
+// One 32,704-byte parameter holding 255 maps (at 128-byte steps), as a CUTLASS grouped kernel with many descriptors
+// might pass: stable bytes (every launch the same), or one map's address changed before each launch (its bytes, and
+// so the launch key, are new every time; the other 254 are as before).
+struct ManyMaps {
+  void* kernel = nullptr;
+  std::vector<uint8_t> param = std::vector<uint8_t>(32704, 0);
+  void* args[1] = {nullptr};
+};
+ManyMaps& many_maps() {
+  static ManyMaps m = [] {
+    ManyMaps m;
+    Env& e = env();
+    auto define_aligned =
+        reinterpret_cast<decltype(&fakecuda_define_kernel_aligned)>(dlsym(e.lib, "fakecuda_define_kernel_aligned"));
+    const size_t sizes[] = {32704}, aligns[] = {128};
+    m.kernel = define_aligned("_ZN7cutlass13device_kernelINS_4gemm6kernel15GemmManyMapsIiEEEEvNT_6ParamsE", 1, sizes,
+                              aligns, 0);
+    for (int i = 0; i < 255; ++i) {
+      const cuuint64_t dims[2] = {128, 256}, strides[1] = {256};
+      const cuuint32_t box[2] = {64, 64}, es[2] = {1, 1};
+      CUtensorMap map;
+      e.enc_direct(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, reinterpret_cast<void*>(0x7f0000000000ULL + (i << 20)),
+                   dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      std::memcpy(m.param.data() + 128 * i, &map, sizeof map);
+    }
+    m.args[0] = m.param.data();
+    return m;
+  }();
+  return m;
+}
+void launch_many_maps(benchmark::State& st, bool through_tmaguard, bool one_changes) {
+  Env& e = env();
+  ManyMaps& m = many_maps();
+  auto fn = through_tmaguard ? e.wrapped : e.direct;
+  uint64_t i = 0;
+  for (auto _ : st) {
+    if (one_changes) {  // map i % 255 moves to another address (16-byte steps inside its tensor)
+      uint64_t addr;
+      std::memcpy(&addr, m.param.data() + 128 * (i % 255), 8);
+      addr = (addr & ~0xffffULL) | (((i / 255) % 4096) << 4);
+      std::memcpy(m.param.data() + 128 * (i % 255), &addr, 8);
+      ++i;
+    }
+    benchmark::DoNotOptimize(fn(static_cast<CUfunction>(m.kernel), 1, 1, 1, 32, 1, 1, 0, nullptr, m.args, nullptr));
+  }
+}
+BENCHMARK_CAPTURE(launch_many_maps, stable_direct, false, false);
+BENCHMARK_CAPTURE(launch_many_maps, stable_tmaguard, true, false);
+BENCHMARK_CAPTURE(launch_many_maps, one_changes_direct, false, true);
+BENCHMARK_CAPTURE(launch_many_maps, one_changes_tmaguard, true, true);
+
 BENCHMARK(core_decode);
 BENCHMARK(core_hash);
 BENCHMARK(core_fa4_rule);

@@ -84,5 +84,6 @@ const std::vector<Scenario>& core_scenarios();
 const std::vector<Scenario>& hardening_scenarios();
 const std::vector<Scenario>& fa4_scenarios();
 const std::vector<Scenario>& struct_scenarios();
+const std::vector<Scenario>& fail_closed_scenarios();
 
 }  // namespace client

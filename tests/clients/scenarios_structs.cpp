@@ -10,6 +10,12 @@
 //   cutlass_first_unreadable  the cutlass_params kernel's first launch passes its buffer without
 //                        CU_LAUNCH_PARAM_BUFFER_SIZE (no bytes tmaguard may read, so nothing to search), then 3
 //                        ordinary launches follow
+//   pointer_array_first  an unrelated kernel whose 128-byte parameter is no map (PyTorch's Array<char*, 16>, 8-byte
+//                        aligned at offset 8) launches first; then the cutlass_params kernel, 3 launches
+//   cutlass_first_changes TG_FIRST=zero: the first launch passes an all-zero Params (a warm-up), =without_d: one
+//                        without D's map, =partial: the extra form with BUFFER_SIZE covering only the first 600 bytes
+//                        of the struct; then 3 ordinary launches (TG_STRUCT_BAD=d: D transposed)
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -117,6 +123,50 @@ int cutlass_first_unreadable() {
   return finish(ran(k));
 }
 
+int pointer_array_first() {
+  std::vector<uint8_t> pointers(128, 0);  // Array<char*, 16>: two tensors, the rest NULL
+  put(pointers, 0, kBase + 9 * kStep);
+  put(pointers, 8, kBase + 10 * kStep);
+  const Kernel elementwise =
+      make_kernel_raw("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi16EEEEEviT0_T1_",
+                      {std::vector<uint8_t>(8, 1), pointers}, {8, 8});
+  launch(elementwise);
+  const char* bad = std::getenv("TG_STRUCT_BAD");
+  const CUtensorMap a = matrix(kBase, 512, 128), b = matrix(kBase + kStep, 256, 128), c = matrix(kBase + 2 * kStep, 512, 256);
+  const CUtensorMap d = matrix(kBase + 3 * kStep, 512, 256, bad && std::string(bad) == "d");
+  const Kernel k = make_kernel_raw(kCutlass, {params(a, b, &c, d)}, {128});
+  for (int i = 0; i < 3; ++i) launch(k);
+  return finish(ran(k) + ran(elementwise));
+}
+
+int cutlass_first_changes() {
+  const std::string first = std::getenv("TG_FIRST") ? std::getenv("TG_FIRST") : "zero";
+  const char* bad = std::getenv("TG_STRUCT_BAD");
+  const CUtensorMap a = matrix(kBase, 512, 128), b = matrix(kBase + kStep, 256, 128), c = matrix(kBase + 2 * kStep, 512, 256);
+  const CUtensorMap d = matrix(kBase + 3 * kStep, 512, 256, bad && std::string(bad) == "d");
+  Kernel k = make_kernel_raw(kCutlass, {params(a, b, &c, d)}, {128});
+  const std::vector<uint8_t> real = k.values[0];
+  if (first == "partial") {
+    std::vector<uint8_t> buffer(112 + 1792);
+    std::memcpy(buffer.data() + 112, real.data(), 1792);
+    std::size_t size = 112 + 600;  // the caller declares less than the struct: C and D are out of reach
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                     CU_LAUNCH_PARAM_END};
+    auto fn = reinterpret_cast<PFN_cuLaunchKernel_v4000>(resolve("cuLaunchKernel", false, 4000));
+    const CUresult rc = fn(static_cast<CUfunction>(k.handle), 1, 1, 1, 128, 1, 1, 0, nullptr, nullptr, extra);
+    (rc == CUDA_SUCCESS ? g_ok : g_failed)++;
+  } else {
+    if (first == "zero")
+      std::fill(k.values[0].begin(), k.values[0].end(), 0);
+    else  // without_d
+      std::fill(k.values[0].begin() + 1152, k.values[0].begin() + 1280, 0);
+    launch(k);
+    k.values[0] = real;
+  }
+  for (int i = 0; i < 3; ++i) launch(k);
+  return finish(ran(k));
+}
+
 }  // namespace
 
 const std::vector<Scenario>& struct_scenarios() {
@@ -125,6 +175,8 @@ const std::vector<Scenario>& struct_scenarios() {
       {"grouped_templates", grouped_templates},
       {"large_param_no_maps", large_param_no_maps},
       {"cutlass_first_unreadable", cutlass_first_unreadable},
+      {"pointer_array_first", pointer_array_first},
+      {"cutlass_first_changes", cutlass_first_changes},
   };
   return v;
 }

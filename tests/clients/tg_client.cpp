@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "client.h"
@@ -38,12 +39,16 @@ int main(int argc, char** argv) {
       die("unknown option");
   }
   const Scenario* sc = nullptr;
-  for (const auto* table : {&core_scenarios(), &hardening_scenarios(), &fa4_scenarios(), &struct_scenarios()})
+  for (const auto* table : {&core_scenarios(), &hardening_scenarios(), &fa4_scenarios(), &struct_scenarios(),
+                            &fail_closed_scenarios()})
     for (const Scenario& s : *table)
       if (argv[3] == std::string(s.name)) sc = &s;
   if (!sc) die("unknown scenario");
-  g_lib = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!g_lib) die("cannot dlopen libcuda.so.1");
+  // The driver: libcuda.so.1 from the library path, or a file TG_CLIENT_LIBCUDA names (the installed demo's
+  // stand-in, which is deliberately not called libcuda.so.1).
+  const char* driver = std::getenv("TG_CLIENT_LIBCUDA");
+  g_lib = dlopen(driver && *driver ? driver : "libcuda.so.1", RTLD_NOW);
+  if (!g_lib) die("cannot dlopen the CUDA driver");
   auto init = reinterpret_cast<PFN_cuInit_v2000>(g_opt.path == "direct" ? resolve("cuInit", false, 2000)
                                                                         : dlsym(g_lib, "cuInit"));
   if (!init || init(0) != CUDA_SUCCESS) die("cuInit failed");

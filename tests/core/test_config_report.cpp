@@ -1,6 +1,8 @@
 // Configuration parsing and the report schema (text and JSON lines).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -39,11 +41,44 @@ TEST(Config, ValuesAndRank) {
 }
 
 TEST(Config, BadValuesGiveOneLineNamingTheVariable) {
-  const ConfigResult r = parse({{"TMAGUARD_MODE", "abrot"}, {"TMAGUARD_LOG_FORMAT", "xml"}, {"TMAGUARD_LOG", ""}});
+  const ConfigResult r = parse({{"TMAGUARD_MODE", "abrot"}, {"TMAGUARD_LOG_FORMAT", "xml"}, {"TMAGUARD_LOG", ""},
+                                {"TMAGUARD_BUILTIN_RULES", "maybe"}});
   ASSERT_EQ(r.errors.size(), 3u);
   EXPECT_EQ(r.errors[0], "TMAGUARD_MODE='abrot' is not one of abort, reject, log, inspect, off");
   EXPECT_EQ(r.errors[1], "TMAGUARD_LOG_FORMAT='xml' is not one of text, json");
-  EXPECT_EQ(r.errors[2], "TMAGUARD_LOG is set but empty (unset it to log to stderr)");
+  EXPECT_EQ(r.errors[2], "TMAGUARD_BUILTIN_RULES='maybe' is not one of on, off");
+}
+
+// Values that are unambiguous are taken: any case, surrounding spaces, the usual spellings of on and off; an empty
+// value is the default. None of them may switch the guard off.
+TEST(Config, UnambiguousSpellingsAreAccepted) {
+  ConfigResult r = parse({{"TMAGUARD_MODE", "Reject"},
+                          {"TMAGUARD_LOG_FORMAT", " JSON\t"},
+                          {"TMAGUARD_BUILTIN_RULES", "0"},
+                          {"TMAGUARD_RULES_ON_ERROR", "Continue"},
+                          {"TMAGUARD_LOG", ""}});
+  EXPECT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_EQ(r.config.mode, Mode::kReject);
+  EXPECT_EQ(r.config.format, LogFormat::kJson);
+  EXPECT_FALSE(r.config.builtin_rules);
+  EXPECT_TRUE(r.config.continue_on_rules_error);
+  EXPECT_TRUE(r.config.log_path.empty());
+  r = parse({{"TMAGUARD_MODE", "reject "}, {"TMAGUARD_BUILTIN_RULES", "TRUE"}, {"TMAGUARD_LIBCUDA", "  "}});
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_EQ(r.config.mode, Mode::kReject);
+  EXPECT_TRUE(r.config.builtin_rules);
+  for (const char* off : {"off", "false", "no", "0", "OFF"})
+    EXPECT_FALSE(parse({{"TMAGUARD_BUILTIN_RULES", off}}).config.builtin_rules) << off;
+}
+
+// The README's table of variables is the one the declarations generate.
+TEST(Config, ReadmeTableIsTheDeclaredOne) {
+  std::ifstream in(std::string(TG_SOURCE_DIR) + "/README.md");
+  const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(readme.find(flags_markdown_table()), std::string::npos)
+      << "README.md must carry this table (tmaguard-tool env prints it):\n"
+      << flags_markdown_table();
+  EXPECT_EQ(flags().size(), 7u);
 }
 
 TEST(Config, LogPathExpansion) {
@@ -120,4 +155,26 @@ TEST(Report, Summary) {
             "tmaguard: SUMMARY: 10 launches seen, 4 checked, 24 tensor maps decoded; violations: fa4-dk-not-k-major x3 "
             "(pid=42 tid=43 rank=1 time=2026-11-29T12:00:00.000Z)");
   EXPECT_EQ(format_time_utc(1764417600123), "2025-11-29T12:00:00.123Z");
+}
+
+// In a secure-execution process (setuid and the like) the environment belongs to a less privileged user: the
+// variables that name files are ignored, with one notice, and the guard stays on with its defaults.
+TEST(Config, SecureExecutionIgnoresTheFilesTheEnvironmentNames) {
+  const ConfigResult r = parse_config(
+      [](const char* n) -> const char* {
+        const std::string v = n;
+        if (v == "TMAGUARD_LOG") return "/etc/shadow";
+        if (v == "TMAGUARD_RULES") return "/root/rules.toml";
+        if (v == "TMAGUARD_MODE") return "reject";
+        return nullptr;
+      },
+      true);
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_TRUE(r.config.log_path.empty());
+  EXPECT_TRUE(r.config.rules_files.empty());
+  EXPECT_EQ(r.config.mode, Mode::kReject);
+  ASSERT_EQ(r.notices.size(), 1u);
+  EXPECT_EQ(r.notices[0],
+            "secure-execution process (setuid or similar): TMAGUARD_LOG, TMAGUARD_RULES ignored; reports go to "
+            "stderr, built-in rules only");
 }

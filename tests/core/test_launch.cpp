@@ -2,6 +2,7 @@
 // derived from the driver's own placement, that struct fields are not taken for maps, and the extra form.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -29,21 +30,16 @@ std::vector<uint8_t> a_map(uint64_t addr, uint64_t d0, uint64_t d1) {
 
 }  // namespace
 
-// The H200 put 128-byte parameters at offsets 112, 240, ... of a block based at 0x210: base mod 64 = 16.
-TEST(StructMaps, BaseDerivedFromTheDriversPlacementOf128ByteParameters) {
-  EXPECT_EQ(param_base_mod64(ParamLayout{{0, 112, 240, 368}, {4, 128, 128, 4}}), 16u);
-  EXPECT_EQ(param_base_mod64(ParamLayout{{0, 8}, {8, 1792}}), std::nullopt);
-  // A 128-aligned Params struct at offset 112 (absolute 640): windows at +0, +64, ..., up to size - 128.
-  const ParamLayout cutlass{{112}, {1792}};
-  const auto w = window_offsets(cutlass, 0, 16u);
+// Windows sit at multiples of 64 from the parameter's start: a structure holding a CUtensorMap is at least 64-byte
+// aligned, so nothing about the block's base (or about any other kernel) is needed.
+TEST(StructMaps, WindowsAreMultiplesOf64FromTheParametersStart) {
+  const ParamLayout cutlass{{112}, {1792}};  // as on the H200: PyTorch's grouped GEMM Params
+  const auto w = window_offsets(cutlass, 0);
   ASSERT_EQ(w.size(), 27u);
   EXPECT_EQ(w.front(), 0u);
   EXPECT_EQ(w.back(), 1664u);
-  // A struct at offset 8 of a block at 16 mod 64 (absolute 24): the first aligned window is 40 bytes in.
-  EXPECT_EQ(window_offsets(ParamLayout{{8}, {512}}, 0, 16u).front(), 40u);
-  // Base unknown: the struct itself is taken as 64-byte aligned.
-  EXPECT_EQ(window_offsets(ParamLayout{{8}, {512}}, 0, std::nullopt).front(), 0u);
-  EXPECT_TRUE(window_offsets(ParamLayout{{0}, {100}}, 0, 16u).empty());
+  EXPECT_EQ(window_offsets(ParamLayout{{8}, {512}}, 0).front(), 0u);
+  EXPECT_TRUE(window_offsets(ParamLayout{{0}, {100}}, 0).empty());
 }
 
 TEST(StructMaps, MapsInsideAParamsStructAreFoundWhereTheyAre) {
@@ -58,19 +54,29 @@ TEST(StructMaps, MapsInsideAParamsStructAreFoundWhereTheyAre) {
   std::memcpy(params.data() + 264, &ptr, 8);
   void* kp[1] = {params.data()};
   const ParamLayout layout{{112}, {1792}};
-  const auto slots = find_embedded_maps(layout, LaunchArgs{kp, nullptr, 0, true}, 16u);
+  const StructSearch found = search_structs(layout, LaunchArgs{kp, nullptr, 0, true});
+  const auto& slots = found.maps;
   ASSERT_EQ(slots.size(), 3u);
   EXPECT_EQ(slots[0], (MapSlot{0, 128}));
   EXPECT_EQ(slots[1], (MapSlot{0, 384}));
   EXPECT_EQ(slots[2], (MapSlot{0, 1152}));
-  // The same in the extra form, bounded by the declared size: a buffer that ends before the last map hides it.
+  EXPECT_FALSE(found.incomplete);
+  // Empty places (word 13 zero) are watched: a map can appear there later. Places holding other fields are not.
+  EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), MapSlot{0, 896}), 1);
+  EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), MapSlot{0, 0}), 1) << "the shape fields end at +16";
+  for (const MapSlot& m : slots) EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), m), 0);
+  // The same in the extra form, bounded by the declared size: a buffer that ends before the last map hides it, and
+  // the search says it is incomplete (it is made again when a launch provides the rest).
   std::vector<uint8_t> buffer(112 + 1792);
   std::memcpy(buffer.data() + 112, params.data(), params.size());
-  EXPECT_EQ(find_embedded_maps(layout, LaunchArgs{nullptr, buffer.data(), buffer.size(), true}, 16u).size(), 3u);
-  EXPECT_EQ(find_embedded_maps(layout, LaunchArgs{nullptr, buffer.data(), 112 + 1200, true}, 16u).size(), 2u);
+  EXPECT_EQ(search_structs(layout, LaunchArgs{nullptr, buffer.data(), buffer.size(), true}).maps.size(), 3u);
+  const StructSearch partial = search_structs(layout, LaunchArgs{nullptr, buffer.data(), 112 + 1200, true});
+  EXPECT_EQ(partial.maps.size(), 2u);
+  EXPECT_TRUE(partial.incomplete);
   // Without the caller's bytes, nothing is searched.
   void* none[1] = {nullptr};
-  EXPECT_TRUE(find_embedded_maps(layout, LaunchArgs{none, nullptr, 0, true}, 16u).empty());
+  EXPECT_TRUE(search_structs(layout, LaunchArgs{none, nullptr, 0, true}).maps.empty());
+  EXPECT_TRUE(search_structs(layout, LaunchArgs{none, nullptr, 0, true}).incomplete);
 }
 
 TEST(StructMaps, TemplatesAreRecognised) {

@@ -391,3 +391,25 @@ allowed = ["cute"]
 )"),
             "r.toml:9: 'cute' in rule 'x' check #1 is not a known encoder (driver, CuTe DSL, device-built, unknown)");
 }
+
+// A place that can never hold a map is refused (check-rules says so) instead of the rule silently never applying.
+TEST(RulesParse, PlacesThatCanNeverHoldAMapAreRefused) {
+  auto place = [](const std::string& spec) {
+    return first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n[rule.maps]\nD = \"" + spec +
+                       "\"\n[[rule.check]]\nkind = \"rank\"\nmap = \"D\"\nequals = 2\n");
+  };
+  EXPECT_EQ(place("param:0+1152"), "");
+  EXPECT_EQ(place("param:3"), "");
+  EXPECT_EQ(place("param:0+1153"),
+            "r.toml:5: map 'D' in rule 'x': \"param:0+1153\" names offset 1153, not a multiple of 64: a CUtensorMap "
+            "inside a parameter sits at a multiple of 64 from its start");
+  EXPECT_NE(place("param:0+100").find("names offset 100, not a multiple of 64"), std::string::npos);
+  EXPECT_EQ(place("param:0+32768"),
+            "r.toml:5: map 'D' in rule 'x': \"param:0+32768\" names offset 32768: a 128-byte map there ends past the "
+            "32764-byte parameter space");
+  for (const char* bad : {"param: 0+128", "param:0++128", "param:0+-0", "param:-1", "param:", "param:0+",
+                          "param:99999999999999999999", "param:0x10"})
+    EXPECT_NE(place(bad).find("is not \"param:N\" or \"param:N+OFFSET\""), std::string::npos) << bad << ": "
+                                                                                               << place(bad);
+  EXPECT_NE(place("param:40000").find("names parameter 40000, past any kernel's"), std::string::npos);
+}

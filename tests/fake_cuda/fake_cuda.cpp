@@ -2,6 +2,8 @@
 // rejects what the real driver rejects, and encodes the real byte format: encoding goes through the same rules and
 // layout as tmaguard's core, both pinned to real-driver output captured on an H200 (tests/data). Kernels are
 // declared by test clients (fakecuda_define_kernel) and "run" by counting launches.
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -266,6 +268,11 @@ extern "C" __attribute__((visibility("default"))) unsigned long fakecuda_launche
 
 CUresult fake_cuInit(unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  // Fork-safe, as a real driver is for a child that launches: its one lock is never held across fork (a child
+  // forked while another thread launched would otherwise wait on it for ever).
+  static std::once_flag fork_safe;
+  std::call_once(fork_safe,
+                 [] { pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); }, [] { g_mu.unlock(); }); });
   g_init = true;
   return CUDA_SUCCESS;
 }

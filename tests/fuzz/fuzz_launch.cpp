@@ -49,13 +49,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                                 : tmaguard::parse_extra(extra);
   // Maps inside larger parameters: every reported slot must lie inside its parameter, decode plausibly, and be
   // readable through map_bytes (the scan reads only what the caller provided: ASan).
-  const std::optional<uint32_t> base = in.take<uint8_t>() % 2 ? std::optional<uint32_t>(in.take<uint8_t>() % 64)
-                                                              : tmaguard::param_base_mod64(layout);
-  for (const auto& s : tmaguard::find_embedded_maps(layout, args, base)) {
+  const tmaguard::StructSearch found = tmaguard::search_structs(layout, args);
+  for (const auto& s : found.maps) {
     if (s.param >= layout.sizes.size() || s.offset + tmaguard::kTensorMapBytes > layout.sizes[s.param]) __builtin_trap();
     const uint8_t* m = tmaguard::map_bytes(layout, s, args);
     if (!m || !tmaguard::plausible_map(tmaguard::decode(m))) __builtin_trap();
   }
+  for (const auto& s : found.watch)  // a watched place is readable and empty now
+    if (!tmaguard::still_empty(layout, s, args)) __builtin_trap();
   std::vector<const uint8_t*> bytes;
   for (const auto& s : slots) bytes.push_back(tmaguard::map_bytes(layout, s, args));
   uint64_t k1 = 0, k2 = 0;

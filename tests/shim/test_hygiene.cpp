@@ -27,22 +27,52 @@ TEST(Hygiene, ProcessThatNeverTouchesCudaSeesNothing) {
   EXPECT_TRUE(sh.err.empty()) << sh.err;
 }
 
-TEST(Hygiene, BadModeSaysSoOnceAndTheJobRunsUnguarded) {
-  const ClientRun r = run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"TMAGUARD_MODE", "abrot"}});
-  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
-  EXPECT_EQ(r.ran, 3);
-  EXPECT_EQ(
-      r.p.err,
-      "tmaguard: cannot work: TMAGUARD_MODE='abrot' is not one of abort, reject, log, inspect, off; the job runs on "
-      "unguarded\n");
+// A value tmaguard cannot understand stops the job before its first launch, like a broken rules file: one line
+// naming it and the way out, exit status 78, nothing launched.
+TEST(Hygiene, BadValueStopsTheJobBeforeItsFirstLaunch) {
+  for (const auto& [var, value] : std::vector<std::pair<std::string, std::string>>{
+           {"TMAGUARD_MODE", "abrot"}, {"TMAGUARD_LOG_FORMAT", "yaml"}, {"TMAGUARD_BUILTIN_RULES", "maybe"}}) {
+    const ClientRun r = run_client({"dlsym", "launch", "fa4_ok"}, {{var, value}});
+    ASSERT_TRUE(r.p.exited) << describe(r);
+    EXPECT_EQ(r.p.code, 78) << describe(r);
+    EXPECT_EQ(r.ran, -1) << "nothing launched\n" << describe(r);
+    EXPECT_EQ(r.p.err.rfind("tmaguard: stopping the job before its first launch: " + var + "='" + value + "'", 0), 0u)
+        << r.p.err;
+    EXPECT_NE(r.p.err.find("or set TMAGUARD_MODE=off to run without tmaguard"), std::string::npos) << r.p.err;
+    EXPECT_EQ(std::count(r.p.err.begin(), r.p.err.end(), '\n'), 1) << r.p.err;
+  }
 }
 
-TEST(Hygiene, UnwritableLogPathSaysSoOnce) {
-  const ClientRun r = run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"TMAGUARD_LOG", "/dev/null/tg.log"}});
-  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
-  EXPECT_EQ(r.ran, 3);
-  EXPECT_EQ(r.p.err.rfind("tmaguard: cannot work: cannot open TMAGUARD_LOG='/dev/null/tg.log'", 0), 0u) << r.p.err;
-  EXPECT_EQ(std::count(r.p.err.begin(), r.p.err.end(), '\n'), 1);
+// Values that are unambiguous keep the guard on: each of these lets no NULL-address launch through.
+TEST(Hygiene, UnambiguousSpellingsKeepGuarding) {
+  for (const auto& [var, value] : std::vector<std::pair<std::string, std::string>>{{"TMAGUARD_MODE", "Reject"},
+                                                                                   {"TMAGUARD_MODE", "reject "},
+                                                                                   {"TMAGUARD_BUILTIN_RULES", "0"},
+                                                                                   {"TMAGUARD_RULES_ON_ERROR", "Continue"},
+                                                                                   {"TMAGUARD_LOG_FORMAT", "JSON"},
+                                                                                   {"TMAGUARD_LOG", ""},
+                                                                                   {"TMAGUARD_LIBCUDA", ""}}) {
+    std::map<std::string, std::string> env = {{var, value}};
+    if (var != "TMAGUARD_MODE") env["TMAGUARD_MODE"] = "reject";
+    const ClientRun r = run_client({"dlsym", "launch", "many_params"}, env, false, false);
+    ASSERT_TRUE(r.p.exited) << var << "=" << value << "\n" << describe(r);
+    EXPECT_EQ(r.p.code, 3) << var << "='" << value << "': the NULL-address launch must be rejected\n" << describe(r);
+    EXPECT_EQ(r.ran, 0) << describe(r);
+  }
+}
+
+// A log tmaguard cannot open yet still guards: the job is stopped, the reason goes to stderr, said once.
+TEST(Hygiene, UnwritableLogPathStillGuards) {
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_dk_bad"},
+                                 {{"TMAGUARD_LOG", "/dev/null/tg.log"}, {"TMAGUARD_MODE", "reject"}}, false, false);
+  ASSERT_TRUE(r.p.exited) << describe(r);
+  EXPECT_EQ(r.ran, 0) << describe(r);
+  EXPECT_EQ(r.p.err.rfind("tmaguard: warning: cannot open TMAGUARD_LOG='/dev/null/tg.log' yet: Not a directory; "
+                          "reporting to stderr until it opens\n",
+                          0),
+            0u)
+      << r.p.err;
+  EXPECT_NE(r.p.err.find("tmaguard: violation fa4-dk-not-k-major"), std::string::npos) << r.p.err;
 }
 
 // A TMAGUARD_LIBCUDA naming no file, in a job that already runs on a driver: said once, and the job's driver is

@@ -154,6 +154,84 @@ TEST(Structs, AFirstLaunchWithoutReadableBytesDefersTheSearch) {
   EXPECT_TRUE(ok.events("violation").empty()) << describe(ok);
 }
 
+// Where maps sit inside a struct does not depend on which kernel launched first: an unrelated kernel with a
+// 128-byte parameter that is no map (PyTorch's Array<char*, 16> at offset 8) before the CUTLASS kernel changes
+// nothing.
+TEST(Structs, AnUnrelatedKernelLaunchedFirstChangesNothing) {
+  const ClientRun r = run_client({"getproc", "launch", "pointer_array_first"},
+                                 {{"TMAGUARD_RULES", kExample}, {"TG_STRUCT_BAD", "d"}, {"TMAGUARD_MODE", "reject"}});
+  EXPECT_EQ(r.ran, 1) << "the elementwise kernel ran, no bad GEMM did\n" << describe(r);
+  EXPECT_EQ(r.failed, 3);
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("violation")[0]["param_offset"], 1152);
+}
+
+// Where maps sit is not decided once from the first launch: an all-zero warm-up launch, a first launch without D,
+// or one whose BUFFER_SIZE covers only part of the struct leave no later launch unsearched.
+TEST(Structs, AFirstLaunchWithFewerMapsLeavesNoLaterLaunchUnsearched) {
+  for (const char* first : {"zero", "without_d", "partial"}) {
+    const ClientRun bad = run_client({"getproc", "launch", "cutlass_first_changes"}, {{"TMAGUARD_RULES", kExample},
+                                                                                      {"TG_STRUCT_BAD", "d"},
+                                                                                      {"TG_FIRST", first},
+                                                                                      {"TMAGUARD_MODE", "reject"}});
+    EXPECT_EQ(bad.ran, 1) << first << ": only the first launch ran\n" << describe(bad);
+    EXPECT_EQ(bad.failed, 3) << first;
+    ASSERT_EQ(bad.events("violation").size(), 1u) << first << "\n" << describe(bad);
+    EXPECT_EQ(bad.events("violation")[0]["param_offset"], 1152) << first;
+    const ClientRun ok =
+        run_client({"getproc", "launch", "cutlass_first_changes"}, {{"TMAGUARD_RULES", kExample}, {"TG_FIRST", first}});
+    EXPECT_EQ(ok.ran, 4) << first << "\n" << describe(ok);
+    EXPECT_TRUE(ok.events("violation").empty() && ok.events("warning").empty()) << first << "\n" << describe(ok);
+  }
+}
+
+// A rule that names a place is checked at that place on every launch; a launch on which the place holds no map is
+// said once.
+TEST(Structs, APlaceARuleNamesIsCheckedOnEveryLaunch) {
+  const std::string rules = write_file("named_place.toml", R"([[rule]]
+id = "d-like-c"
+kernel = "GemmUniversal"
+[rule.maps]
+C = "param:0+896"
+D = "param:0+1152"
+[[rule.check]]
+kind = "same_innermost"
+a = "D"
+b = "C"
+)");
+  const ClientRun r = run_client({"getproc", "launch", "cutlass_first_changes"}, {{"TMAGUARD_RULES", rules},
+                                                                                  {"TG_STRUCT_BAD", "d"},
+                                                                                  {"TG_FIRST", "without_d"},
+                                                                                  {"TMAGUARD_MODE", "reject"}});
+  EXPECT_EQ(r.ran, 1) << describe(r);
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("violation")[0]["rule"], "d-like-c");
+  const auto w = r.events("warning");
+  ASSERT_EQ(w.size(), 1u) << "the empty place, said once\n" << describe(r);
+  EXPECT_EQ(w[0]["rule"], "d-like-c-map-undecodable");
+  EXPECT_EQ(w[0]["param_offset"], 1152);
+  // A place past the parameter can never hold a map: said once when the kernel is first seen.
+  const std::string past = write_file("past.toml", R"([[rule]]
+id = "past"
+kernel = "GemmUniversal"
+[rule.maps]
+D = "param:0+1792"
+[[rule.check]]
+kind = "rank"
+map = "D"
+equals = 2
+)");
+  const ClientRun p = run_client({"getproc", "launch", "cutlass_params"}, {{"TMAGUARD_RULES", past}});
+  ASSERT_TRUE(p.p.exited && p.p.code == 0) << describe(p);
+  const auto notes = p.events("warning");
+  ASSERT_EQ(notes.size(), 1u) << describe(p);
+  EXPECT_NE(notes[0]["message"].get<std::string>().find("whose parameter 0 is 1792 bytes: no map can sit there"),
+            std::string::npos)
+      << describe(p);
+  std::remove(rules.c_str());
+  std::remove(past.c_str());
+}
+
 // The census in the report: which kernels' maps tmaguard could read, and how many launches that covers.
 TEST(Structs, ReportCensusSaysWhatTmaguardCouldSee) {
   const std::string log = "/tmp/tmaguard_census_" + std::to_string(getpid()) + ".jsonl";
