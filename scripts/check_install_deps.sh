@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
-# Checks that scripts/install-deps.sh lists every external program the project's scripts call [a fresh machine where
+# Checks that scripts/install-deps.sh lists every external program the project's scripts call (scripts/*, but the
+# GPU machine's gpu-* ones) [a fresh machine where
 # scripts/test.sh or scripts/package.sh stops on a missing tool, as cpack's DEB generator did without `file`].
 # A program counts as called when a script names it as a command word; the vocabulary below is every tool that a
 # minimal Debian might lack. Usage: scripts/check_install_deps.sh SOURCE_ROOT
 set -u
 root=$(cd "${1:?source root}" && pwd)
-listed=$(sed -n '/^programs=(/,/)/p' "$root/scripts/install-deps.sh" | grep -oE '[a-z+-]+:' | tr -d ':' | sort -u)
+listed=$(sed -n '/^programs=(/,/)/p' "$root/scripts/install-deps.sh" | grep -oE '[a-z0-9+-]+:' | tr -d ':' | sort -u)
 vocabulary="cmake cpack ctest ninja readelf nm objdump strip dpkg dpkg-deb dpkg-architecture dpkg-shlibdeps file git
   clang clang++ g++
-  debootstrap chroot python3 sbatch srun slurmctld slurmd munged pip"
+  debootstrap chroot python3 sbatch srun slurmctld slurmd munged"
 fail=0
 for tool in $vocabulary; do
   # a command word: at the start of a line or after a separator, followed by a space (not part of a longer word)
-  users=$(grep -lE "(^|[;&|(\`\$]|then |do |&& |\|\| )[[:space:]]*\"?$tool\"?[[:space:]]" "$root"/scripts/*.sh \
-            "$root"/scripts/tmaguard "$root"/.ci/run 2>/dev/null |
-          grep -v "/check_install_deps.sh$" | sort -u)
+  users=""
+  for f in "$root"/scripts/* "$root"/.ci/run; do
+    # the GPU scripts run on a GPU machine, which install-deps.sh does not set up
+    case "$(basename "$f")" in check_install_deps.sh|gpu-*) continue ;; esac
+    # comment lines do not call anything
+    if sed '/^[[:space:]]*#/d' "$f" | grep -qE "(^|[;&|(\`\$]|then |do |&& |\|\| )[[:space:]]*\"?$tool\"?[[:space:]]"; then
+      users+=" ${f#$root/}"
+    fi
+  done
   [ -n "$users" ] || continue
   if grep -qx -- "$tool" <<<"$listed"; then
-    echo "[PASS] $tool (called by $(echo $users | sed "s#$root/##g"))"
+    echo "[PASS] $tool (called by$users)"
   else
-    echo "[FAIL] $tool is called by $(echo $users | sed "s#$root/##g") but scripts/install-deps.sh does not list it"
+    echo "[FAIL] $tool is called by$users but scripts/install-deps.sh does not list it"
     fail=1
   fi
 done

@@ -10,11 +10,12 @@
 # install_deps_complete fails when a script calls a tool that is not listed here.
 set -euo pipefail
 pkgs=(g++ cmake ninja-build binutils dpkg-dev file git libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev
-      libbenchmark-dev libtomlplusplus-dev libcli11-dev libpcre2-dev clang libclang-rt-dev)
+      libbenchmark-dev libtomlplusplus-dev libcli11-dev libpcre2-dev clang libclang-rt-dev
+      python3 python3-venv python3-setuptools python3-wheel debootstrap)
 # program -> the package that provides it
 programs=(g++:g++ cmake:cmake cpack:cmake ctest:cmake ninja:ninja-build readelf:binutils nm:binutils objdump:binutils
           strip:binutils dpkg:dpkg dpkg-deb:dpkg dpkg-architecture:dpkg-dev dpkg-shlibdeps:dpkg-dev file:file git:git
-          clang:clang clang++:clang)
+          clang:clang clang++:clang python3:python3 debootstrap:debootstrap chroot:coreutils)
 
 check() {
   local missing=0

@@ -111,6 +111,7 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
 
 struct Reporter {
   Config cfg;
+  std::string host;  // gethostname() when the reporter opened
   std::shared_ptr<RecordSink> sink;
   std::shared_ptr<spdlog::logger> logger;          // over a sink we own; never registered with spdlog
   std::unordered_map<std::string, uint64_t> seen;  // dedupe key -> occurrences
@@ -148,6 +149,8 @@ ProcessContext context(const Reporter& rep) {
   c.pid = static_cast<long>(getpid());
   c.tid = static_cast<long>(syscall(SYS_gettid));
   c.rank = rep.cfg.rank;
+  c.local_rank = rep.cfg.local_rank;
+  c.host = rep.host;
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   c.time = format_time_utc(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
   return c;
@@ -185,6 +188,8 @@ void emit_summary_locked(Reporter& rep) {
 bool reporter_open(const Config& cfg, std::string* error) {
   auto rep = std::make_unique<Reporter>();
   rep->cfg = cfg;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) rep->host = host;
   try {
     rep->sink = std::make_shared<RecordSink>(cfg.log_path);
     rep->logger = std::make_shared<spdlog::logger>("tmaguard", rep->sink);

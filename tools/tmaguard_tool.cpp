@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tmaguard/config.h"
@@ -99,10 +100,11 @@ int report(const std::vector<std::string>& files) {
     uint64_t windows = 0;  // 64-byte-aligned 128-byte windows inside the large parameters: the places searched
   };
   std::map<std::string, CensusRow> census;
-  std::map<std::pair<std::string, std::string>, uint64_t> violations;  // (rule, rank) -> occurrences
+  using Who = std::tuple<std::string, std::string, std::string>;  // (rule, rank, host)
+  std::map<Who, uint64_t> violations;                              // -> reports
   std::map<std::string, std::set<std::string>> violation_kernels;
   std::map<std::string, uint64_t> notices;
-  std::map<std::pair<std::string, std::string>, uint64_t> occurrences;  // from the summaries: repeats included
+  std::map<Who, uint64_t> occurrences;  // from the summaries: repeats included
   uint64_t launches = 0, checked = 0, decoded = 0, processes = 0, lines = 0, bad_lines = 0;
   std::map<std::string, uint64_t> writers;  // "tmaguard 0.2.0 (git ...)" -> processes
   for (const std::string& f : files) {
@@ -126,6 +128,7 @@ int report(const std::vector<std::string>& files) {
       }
       const std::string ev = j.value("event", "");
       const std::string rank = j.contains("rank") && j["rank"].is_string() ? j["rank"].get<std::string>() : "-";
+      const std::string host = j.contains("host") && j["host"].is_string() ? j["host"].get<std::string>() : "-";
       if (ev == "inspect") {
         KernelRow& k = kernels[j.value("kernel", "?")];
         k.maps = std::max<std::size_t>(k.maps, j["tensor_maps"].size());
@@ -158,7 +161,7 @@ int report(const std::vector<std::string>& files) {
         c.large_without = std::max(c.large_without, without);
         c.windows = std::max(c.windows, windows);
       } else if (ev == "violation" || ev == "warning") {
-        ++violations[{j.value("rule", "?"), rank}];
+        ++violations[{j.value("rule", "?"), rank, host}];
         violation_kernels[j.value("rule", "?")].insert(j.value("kernel", "?"));
       } else if (ev == "summary") {
         ++processes;
@@ -169,7 +172,8 @@ int report(const std::vector<std::string>& files) {
         launches += j.value("launches_seen", 0ULL);
         checked += j.value("launches_checked", 0ULL);
         decoded += j.value("tensor_maps_decoded", 0ULL);
-        for (const auto& [rule, count] : j["violations"].items()) occurrences[{rule, rank}] += count.get<uint64_t>();
+        for (const auto& [rule, count] : j["violations"].items())
+          occurrences[{rule, rank, host}] += count.get<uint64_t>();
       } else {
         ++notices[ev];
       }
@@ -184,12 +188,13 @@ int report(const std::vector<std::string>& files) {
       "{} records from {} file(s); {} process summaries: {} launches seen, {} checked, {} tensor maps decoded\n",
       lines - bad_lines, files.size(), processes, launches, checked, decoded);
   if (!violations.empty()) {
-    std::cout << fmt::format("\n{:<34} {:>6} {:>8} {:>12}  kernel\n", "violations by rule", "rank", "reports",
-                             "occurrences");
+    std::cout << fmt::format("\n{:<34} {:>6} {:<16} {:>8} {:>12}  kernel\n", "violations by rule", "rank", "host",
+                             "reports", "occurrences");
     for (const auto& [key, count] : violations) {
-      const auto& ks = violation_kernels[key.first];
+      const auto& [rule, rank, host] = key;
+      const auto& ks = violation_kernels[rule];
       const auto occ = occurrences.find(key);
-      std::cout << fmt::format("{:<34} {:>6} {:>8} {:>12}  {}{}\n", key.first, key.second, count,
+      std::cout << fmt::format("{:<34} {:>6} {:<16} {:>8} {:>12}  {}{}\n", rule, rank, host, count,
                                occ == occurrences.end() ? std::string("-") : std::to_string(occ->second),
                                short_name(*ks.begin()), ks.size() > 1 ? fmt::format(" (+{} more)", ks.size() - 1) : "");
     }

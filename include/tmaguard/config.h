@@ -18,7 +18,9 @@ struct Config {
   std::string log_path;  // empty: stderr; "%p" expands to the pid
   // TMAGUARD_LIBCUDA is validated here but read by the shim's driver layer itself (shim/driver.cpp): it is needed
   // before any configuration exists (the first dlsym or cuGetProcAddress of a process).
-  std::string rank;                      // RANK, else LOCAL_RANK, else empty
+  std::string rank;        // the process's global rank from its launcher (rank_variables(): the first one set)
+  std::string local_rank;  // its rank on this node, likewise
+  std::string rank_from;   // which variable gave `rank` (or `local_rank` when only that is set)
   std::vector<std::string> rules_files;  // TMAGUARD_RULES, ':'-separated
   bool builtin_rules = true;             // TMAGUARD_BUILTIN_RULES=off drops the FA4 preset
   bool continue_on_rules_error = false;  // TMAGUARD_RULES_ON_ERROR=continue: run without the broken file
@@ -40,6 +42,15 @@ struct FlagInfo {
 const std::vector<FlagInfo>& flags();
 //! The README's table of the variables (what `tmaguard-tool env` prints).
 std::string flags_markdown_table();
+
+//! Where a process's rank comes from, in order of precedence (the first one set wins): the launcher-specific
+//! variables before Slurm's, because torchrun and mpirun under srun set both and theirs is the job's rank.
+struct RankVariable {
+  const char* global;  // the process's rank in the job
+  const char* local;   // its rank on its node
+  const char* launcher;
+};
+const std::vector<RankVariable>& rank_variables();
 
 using EnvLookup = std::function<const char*(const char*)>;
 //! Reads every variable of flags.inc. Values are matched without regard to case or surrounding spaces; an empty

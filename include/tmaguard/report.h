@@ -17,8 +17,10 @@ namespace tmaguard {
 struct ProcessContext {
   long pid = 0;
   long tid = 0;
-  std::string rank;  // empty when not set
-  std::string time;  // ISO-8601 UTC with milliseconds
+  std::string rank;        // empty when not set
+  std::string local_rank;  // empty when not set
+  std::string host;        // the node's name
+  std::string time;        // ISO-8601 UTC with milliseconds
 };
 
 struct Summary {

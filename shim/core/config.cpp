@@ -96,6 +96,17 @@ void apply(FlagId id, const std::string& v, Config& c) {
 
 }  // namespace
 
+const std::vector<RankVariable>& rank_variables() {
+  static const std::vector<RankVariable> v = {
+      {"RANK", "LOCAL_RANK", "torchrun (torch.distributed)"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI (mpirun)"},
+      {"PMIX_RANK", "PMIX_LOCAL_RANK", "PMIx"},
+      {"PMI_RANK", "MPI_LOCALRANKID", "MPICH (Hydra)"},
+      {"SLURM_PROCID", "SLURM_LOCALID", "Slurm (srun)"},
+  };
+  return v;
+}
+
 const std::vector<FlagInfo>& flags() {
   static const std::vector<FlagInfo> v = [] {
     std::vector<FlagInfo> out;
@@ -145,10 +156,18 @@ ConfigResult parse_config(const EnvLookup& env, bool secure_execution) {
                                     "built-in rules only",
                                     names));
   }
-  if (const auto rank = env("RANK"); rank && *rank)
-    r.config.rank = rank;
-  else if (const auto local = env("LOCAL_RANK"); local && *local)
-    r.config.rank = local;
+  for (const RankVariable& v : rank_variables()) {
+    const char* g = env(v.global);
+    const char* l = env(v.local);
+    if (r.config.rank.empty() && g && !trim(g).empty()) {
+      r.config.rank = std::string(trim(g));
+      r.config.rank_from = v.global;
+    }
+    if (r.config.local_rank.empty() && l && !trim(l).empty()) {
+      r.config.local_rank = std::string(trim(l));
+      if (r.config.rank_from.empty()) r.config.rank_from = v.local;
+    }
+  }
   return r;
 }
 

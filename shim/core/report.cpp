@@ -72,6 +72,8 @@ std::string stamped(json& j, const ProcessContext& c) {
   j["pid"] = c.pid;
   j["tid"] = c.tid;
   j["rank"] = c.rank.empty() ? json(nullptr) : json(c.rank);
+  if (!c.local_rank.empty()) j["local_rank"] = c.local_rank;
+  if (!c.host.empty()) j["host"] = c.host;
   j["time"] = c.time;
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -94,7 +96,9 @@ std::string esc(std::string_view v) {
 }
 
 std::string ctx_text(const ProcessContext& c) {
-  return fmt::format("pid={} tid={}{} time={}", c.pid, c.tid, c.rank.empty() ? "" : " rank=" + esc(c.rank), c.time);
+  return fmt::format("pid={} tid={}{}{}{} time={}", c.pid, c.tid, c.rank.empty() ? "" : " rank=" + esc(c.rank),
+                     c.local_rank.empty() ? "" : " local_rank=" + esc(c.local_rank),
+                     c.host.empty() ? "" : " host=" + esc(c.host), c.time);
 }
 
 }  // namespace

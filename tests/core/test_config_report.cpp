@@ -36,8 +36,33 @@ TEST(Config, ValuesAndRank) {
   EXPECT_TRUE(r.errors.empty());
   EXPECT_EQ(r.config.mode, Mode::kReject);
   EXPECT_EQ(r.config.format, LogFormat::kJson);
-  EXPECT_EQ(r.config.rank, "3");
+  EXPECT_EQ(r.config.rank, "");
+  EXPECT_EQ(r.config.local_rank, "3");
   EXPECT_EQ(parse({{"RANK", "7"}, {"LOCAL_RANK", "3"}}).config.rank, "7");
+}
+
+// Ranks from every common launcher, in the documented order: the launcher's own variables before Slurm's (torchrun
+// and mpirun under srun set both, and theirs is the job's rank).
+TEST(Config, RanksFromEveryLauncher) {
+  struct Case {
+    std::map<std::string, std::string> env;
+    std::string rank, local, from;
+  };
+  const std::vector<Case> cases = {
+      {{{"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"}}, "5", "1", "SLURM_PROCID"},
+      {{{"OMPI_COMM_WORLD_RANK", "6"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "2"}}, "6", "2", "OMPI_COMM_WORLD_RANK"},
+      {{{"PMI_RANK", "9"}}, "9", "", "PMI_RANK"},
+      {{{"PMIX_RANK", "11"}}, "11", "", "PMIX_RANK"},
+      {{{"RANK", "3"}, {"LOCAL_RANK", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "1"}}, "3", "0", "RANK"},
+      {{{"OMPI_COMM_WORLD_RANK", "4"}, {"SLURM_PROCID", "0"}}, "4", "", "OMPI_COMM_WORLD_RANK"},
+      {{{"RANK", " "}, {"SLURM_PROCID", "2"}}, "2", "", "SLURM_PROCID"},
+  };
+  for (const Case& c : cases) {
+    const ConfigResult r = parse(c.env);
+    EXPECT_EQ(r.config.rank, c.rank) << c.from;
+    EXPECT_EQ(r.config.local_rank, c.local) << c.from;
+    EXPECT_EQ(r.config.rank_from, c.from);
+  }
 }
 
 TEST(Config, BadValuesGiveOneLineNamingTheVariable) {
@@ -109,7 +134,14 @@ Finding sample() {
   f.hint = "torch.empty_like(k)";
   return f;
 }
-ProcessContext ctx() { return {42, 43, "1", "2026-11-29T12:00:00.000Z"}; }
+ProcessContext ctx() {
+  ProcessContext c;
+  c.pid = 42;
+  c.tid = 43;
+  c.rank = "1";
+  c.time = "2026-11-29T12:00:00.000Z";
+  return c;
+}
 }  // namespace
 
 TEST(Report, JsonRecordCarriesTheSchema) {
