@@ -11,11 +11,12 @@
 set -euo pipefail
 pkgs=(g++ cmake ninja-build binutils dpkg-dev file git libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev
       libbenchmark-dev libtomlplusplus-dev libcli11-dev libpcre2-dev clang libclang-rt-dev
-      python3 python3-venv python3-setuptools python3-wheel debootstrap)
+      python3 python3-venv python3-setuptools python3-wheel debootstrap slurm-wlm munge)
 # program -> the package that provides it
 programs=(g++:g++ cmake:cmake cpack:cmake ctest:cmake ninja:ninja-build readelf:binutils nm:binutils objdump:binutils
           strip:binutils dpkg:dpkg dpkg-deb:dpkg dpkg-architecture:dpkg-dev dpkg-shlibdeps:dpkg-dev file:file git:git
-          clang:clang clang++:clang python3:python3 debootstrap:debootstrap chroot:coreutils)
+          clang:clang clang++:clang python3:python3 debootstrap:debootstrap chroot:coreutils slurmctld:slurm-wlm
+          slurmd:slurm-wlm sbatch:slurm-wlm srun:slurm-wlm sinfo:slurm-wlm munged:munge)
 
 check() {
   local missing=0

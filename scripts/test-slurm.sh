@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Slurm test (run by scripts/test.sh): the README's Slurm example, run for real. A single-node Slurm (Debian's
+# slurm-wlm with munge) is started on this machine with a private configuration (its own ports, state, socket and
+# logs in a temporary folder) and stopped afterwards. tmaguard is installed into a prefix (cmake --install), and an
+# sbatch script made of the README's lines runs `srun` of a stand-in job on 2 ranks, rank 1 launching a transposed
+# dK: each rank writes its own log carrying its rank (from SLURM_PROCID: no torchrun here), rank 1 alone is stopped,
+# and `tmaguard report` over the logs names it. If Slurm cannot start here (not root, no package, a daemon that will
+# not come up), the test says so and is skipped, never faked.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${TMAGUARD_BUILD_DIR:-$root/build}
+skip() { echo "test-slurm: skipped: $*"; echo "test-slurm: 0 checks passed (skipped)"; exit 0; }
+fail() { echo "test-slurm: FAIL: $*" >&2; [ -n "${work:-}" ] && tail -20 "$work"/log/*.log >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || skip "needs root (slurmd and munged run as root here)"
+for p in slurmctld slurmd sbatch srun munged; do command -v "$p" >/dev/null || skip "$p not installed"; done
+work=$(mktemp -d /tmp/tmaguard-slurm.XXXXXX)
+pids=()
+stop() {
+  for f in "$work"/slurmd.pid "$work"/slurmctld.pid "$work"/munged.pid; do
+    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
+  done
+  sleep 1
+  rm -rf "$work"
+}
+trap stop EXIT
+mkdir -p "$work/state" "$work/spool" "$work/log" "$work/jobs"
+dd if=/dev/urandom of="$work/munge.key" bs=1024 count=1 2>/dev/null && chmod 600 "$work/munge.key"
+munged -f --socket="$work/munge.sock" --key-file="$work/munge.key" --log-file="$work/log/munged.log" \
+  --pid-file="$work/munged.pid" --seed-file="$work/munged.seed" || skip "munged does not start here"
+host=$(hostname)
+port=$((20000 + RANDOM % 20000))
+cat >"$work/slurm.conf" <<EOF
+ClusterName=tmaguardtest
+SlurmctldHost=$host
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$work/munge.sock
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldLogFile=$work/log/slurmctld.log
+SlurmdLogFile=$work/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+NodeName=$host CPUs=$(nproc) State=UNKNOWN
+PartitionName=test Nodes=ALL Default=YES MaxTime=10 State=UP
+EOF
+export SLURM_CONF="$work/slurm.conf"
+slurmctld -f "$SLURM_CONF" || skip "slurmctld does not start here"
+slurmd -f "$SLURM_CONF" || skip "slurmd does not start here"
+up=0
+for _ in $(seq 30); do
+  if sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then up=1; break; fi
+  sleep 1
+done
+[ "$up" -eq 1 ] || skip "the node did not come up ($(sinfo 2>&1 | tail -1))"
+passed=0
+ok() { passed=$((passed + 1)); echo "test-slurm: ok: $*"; }
+
+# tmaguard installed into a prefix, as on a shared filesystem
+prefix="$work/opt/tmaguard"
+cmake --install "$build" --prefix "$prefix" >/dev/null || fail "cmake --install"
+demo="$prefix/share/tmaguard/demo"
+# the stand-in job: every rank launches FA4's backward; rank 1 with a transposed dK
+cat >"$work/job.sh" <<EOF
+#!/bin/bash
+export TG_CLIENT_LIBCUDA=$demo/libtmaguard-demo-driver.so TMAGUARD_LIBCUDA=$demo/libtmaguard-demo-driver.so
+[ "\$SLURM_PROCID" = 1 ] && exec $demo/tmaguard-demo-job getproc ex fa4_dk_bad
+exec $demo/tmaguard-demo-job getproc ex fa4_ok
+EOF
+chmod +x "$work/job.sh"
+# the sbatch script: the README's lines, with its placeholders filled in
+cat >"$work/train.sbatch" <<EOF
+#!/bin/bash
+#SBATCH -n 2
+mkdir -p $work/jobs/\$SLURM_JOB_ID
+srun --export=ALL,LD_PRELOAD=$prefix/lib/libtmaguard.so,TMAGUARD_LOG_FORMAT=json,TMAGUARD_LOG=$work/jobs/\$SLURM_JOB_ID/%p.jsonl \\
+     $work/job.sh
+$prefix/bin/tmaguard report $work/jobs/\$SLURM_JOB_ID/*.jsonl
+EOF
+(cd "$work" && timeout 120 sbatch --wait -o "$work/out.%j" "$work/train.sbatch" >"$work/sbatch.out" 2>&1)
+job=$(sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' "$work/sbatch.out")
+[ -n "$job" ] || fail "sbatch: $(cat "$work/sbatch.out")"
+ok "sbatch ran job $job on the single-node Slurm"
+logs=("$work/jobs/$job"/*.jsonl)
+[ "${#logs[@]}" -eq 2 ] && [ -f "${logs[0]}" ] || fail "want one log per rank, got: ${logs[*]}"
+declare -A bad
+for l in "${logs[@]}"; do
+  rank=$(grep -o '"rank":"[0-9]*"' "$l" | head -1 | sed 's/.*:"\(.*\)"/\1/')
+  [ -n "$rank" ] || fail "a log without a rank (SLURM_PROCID not read): $l"
+  bad[$rank]=$(grep -c '"event":"violation"' "$l")
+done
+[ "${bad[0]:-x}" = 0 ] && [ "${bad[1]:-x}" = 1 ] || fail "violations by rank: 0 -> ${bad[0]:-none}, 1 -> ${bad[1]:-none}"
+ok "one log per rank, each tagged with its rank (SLURM_PROCID); rank 1 alone reported the transposed dK"
+grep -q '"local_rank":"1"' "${logs[@]}" || fail "no local_rank from SLURM_LOCALID"
+out=$(cat "$work/out.$job")
+grep -qE "^fa4-dk-not-k-major +1 $host +1 " <<<"$out" || fail "tmaguard report does not name rank 1 on $host: $out"
+ok "tmaguard report over the logs names rule fa4-dk-not-k-major, rank 1, host $host"
+echo "test-slurm: $passed checks passed (a real single-node Slurm: sbatch + srun -n 2 through the README's commands)"
