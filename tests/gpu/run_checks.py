@@ -255,53 +255,74 @@ def grouped_mm():
 
 
 def installed():
-    """The Debian package (--package, built by scripts/package.sh), unpacked with dpkg-deb -x and nothing else of the
-    build used: its tmaguard guards real GPU jobs (a bad dK stopped, Triton and torch._grouped_mm clean) and every
-    log names its version. Not part of the default run (needs --package)."""
+    """What scripts/package.sh ships, installed as users install it and nothing else of the build used: the Debian
+    package (--package, unpacked with dpkg-deb -x) and the wheel (--wheel, pip-installed with --no-index into a fresh
+    venv that sees the system's PyTorch). Each one's tmaguard guards real GPU jobs (a bad dK stopped; a PyTorch
+    training step, Triton, torch._grouped_mm and the CUTLASS-style kernel clean) and every log names its version.
+    Not part of the default run (needs --package and/or --wheel)."""
     import shutil
     import tempfile
-    if not ARGS.package:
-        record("installed package", "needs --package", False, "")
+    if not ARGS.package and not ARGS.wheel:
+        record("installed package", "needs --package or --wheel", False, "")
         return
-    root = tempfile.mkdtemp(prefix="tg-deb-")
-    subprocess.run(["dpkg-deb", "-x", ARGS.package, root], check=True)
-    tg = os.path.join(root, "usr", "bin", "tmaguard")
-    v = subprocess.run([tg, "--version"], capture_output=True, text=True)
-    record("installed package", "tmaguard --version", v.returncode == 0 and "library:" in v.stdout,
-           v.stdout.strip().replace("\n", " | "))
+    root = tempfile.mkdtemp(prefix="tg-installed-")
+    commands = []
+    if ARGS.package:
+        subprocess.run(["dpkg-deb", "-x", ARGS.package, os.path.join(root, "deb")], check=True)
+        commands.append((".deb", [os.path.join(root, "deb", "usr", "bin", "tmaguard")]))
+    if ARGS.wheel:
+        venv = os.path.join(root, "venv")
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
+        p = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "--no-index", ARGS.wheel],
+                           capture_output=True, text=True)
+        record("installed wheel", "pip install --no-index into a venv", p.returncode == 0, p.stderr[-300:])
+        if p.returncode == 0:
+            commands.append(("wheel", [os.path.join(venv, "bin", "tmaguard")]))
+            commands.append(("wheel, python -m", [os.path.join(venv, "bin", "python"), "-m", "tmaguard"]))
     gpu = os.path.join(ARGS.root, "tests", "gpu")
     fa4 = os.path.join(ARGS.build, "gpu", "fa4_gpu")
-    for name, argv, want_abort in (("FA4-shaped kernel, bad dK (abort)", [fa4, "chevron", "encode", "dk_bad"], True),
-                                   ("CUTLASS-style kernel with the user rule, clean", [fa4, "gemm", "driver", "encode",
-                                                                                       "ok"], False),
-                                   ("Triton TensorDescriptor matmul, clean", [sys.executable,
-                                                                              os.path.join(gpu, "triton_tma.py"), "50"],
-                                    False),
-                                   ("torch._grouped_mm, clean", [sys.executable, os.path.join(gpu, "grouped_mm.py"), "5"],
-                                    False)):
-        log = os.path.join(root, "log.%p.jsonl")
-        env = dict(os.environ)
-        env.pop("LD_PRELOAD", None)
-        env["TMAGUARD_RULES"] = os.path.join(gpu, "gemm_rules.toml")
-        p = subprocess.run([tg, "--json", "--log", log, "--"] + argv, capture_output=True, text=True, env=env,
-                           timeout=300)
-        recs = []
-        for f in os.listdir(root):
-            if f.startswith("log.") and f.endswith(".jsonl"):
-                with open(os.path.join(root, f)) as fh:
+    for label, tg in commands:
+        section = f"installed {label}"
+        v = subprocess.run(tg + ["--version"], capture_output=True, text=True)
+        record(section, "tmaguard --version", v.returncode == 0 and "library:" in v.stdout,
+               v.stdout.strip().replace("\n", " | "))
+        cases = [("FA4-shaped kernel, bad dK (abort)", [fa4, "chevron", "encode", "dk_bad"], True),
+                 ("FA4-shaped kernel, CuTe DSL-form maps, bad dK (abort)", [fa4, "library", "cute", "dk_bad"], True),
+                 ("PyTorch bf16 training step, clean", [sys.executable, os.path.join(gpu, "torch_step.py"), "10"], False),
+                 ("CUTLASS-style kernel with the user rule, clean", [fa4, "gemm", "driver", "encode", "ok"], False),
+                 ("Triton TensorDescriptor matmul, clean", [sys.executable, os.path.join(gpu, "triton_tma.py"), "50"],
+                  False),
+                 ("torch._grouped_mm, clean", [sys.executable, os.path.join(gpu, "grouped_mm.py"), "5"], False)]
+        if label.startswith("wheel"):
+            cases = cases[:3]
+        for name, argv, want_abort in cases:
+            logdir = os.path.join(root, "logs")
+            os.makedirs(logdir, exist_ok=True)
+            log = os.path.join(logdir, "log.%p.jsonl")
+            env = dict(os.environ)
+            env.pop("LD_PRELOAD", None)
+            env["TMAGUARD_RULES"] = os.path.join(gpu, "gemm_rules.toml")
+            p = subprocess.run(tg + ["--json", "--log", log, "--"] + argv, capture_output=True, text=True, env=env,
+                               timeout=300)
+            recs = []
+            for f in os.listdir(logdir):
+                with open(os.path.join(logdir, f)) as fh:
                     recs += [json.loads(x) for x in fh if x.strip()]
-                os.remove(os.path.join(root, f))
-        s = events(recs, "summary")
-        viol = events(recs, "violation")
-        ver = s[0].get("tmaguard_version") if s else None
-        if want_abort:
-            ok = p.returncode == -signal.SIGABRT and len(viol) == 1 and ver is not None
-        else:
-            ok = p.returncode == 0 and not viol and ver is not None and s[0].get("launches_seen", 0) > 0
-        record("installed package", name, ok, f"rc={p.returncode} violations={[r.get('rule') for r in viol]} "
-               f"summary_version={ver} rev={s[0].get('tmaguard_revision') if s else None} "
-               f"maps_decoded={s[0].get('tensor_maps_decoded') if s else None}"
-               + ("" if ok else f" stderr={p.stderr[-500:]!r}"))
+                os.remove(os.path.join(logdir, f))
+            s = events(recs, "summary")
+            viol = events(recs, "violation")
+            warn = events(recs, "warning") + events(recs, "encode-warning")
+            ver = s[0].get("tmaguard_version") if s else None
+            if want_abort:
+                ok = p.returncode == -signal.SIGABRT and len(viol) == 1 and ver is not None
+            else:
+                ok = (p.returncode == 0 and not viol and not warn and ver is not None
+                      and s[0].get("launches_seen", 0) > 0)
+            record(section, name, ok, f"rc={p.returncode} violations={[r.get('rule') for r in viol]} "
+                   f"warnings={[r.get('rule') or r.get('message', '')[:60] for r in warn]} summary_version={ver} "
+                   f"rev={s[0].get('tmaguard_revision') if s else None} "
+                   f"maps_decoded={s[0].get('tensor_maps_decoded') if s else None}"
+                   + ("" if ok else f" stderr={p.stderr[-500:]!r}"))
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -563,6 +584,7 @@ def main():
     ap.add_argument("--roundtrip-cases", type=int, default=20000)
     ap.add_argument("--only", default="")
     ap.add_argument("--package", default="", help="a tmaguard .deb for the 'installed' section")
+    ap.add_argument("--wheel", default="", help="a tmaguard wheel for the 'installed' section")
     ARGS = ap.parse_args()
     os.makedirs(ARGS.out, exist_ok=True)
     header = {
