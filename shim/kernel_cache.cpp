@@ -56,7 +56,7 @@ bool live(const KernelInfo* i) { return i != nullptr && i != kDead; }
 
 // Where maps can sit: 128-byte parameters, maps a search of the larger parameters found, and the places the kernel's
 // rules name by parameter. Reads nothing of any other kernel.
-void find_maps(KernelInfo* k, const LaunchArgs* args) {
+void find_maps(KernelInfo* k, const LaunchArgs* args, const std::vector<MapSlot>& watched_before) {
   const auto& sizes = k->layout.sizes;
   for (std::size_t i = 0; i < sizes.size(); ++i)
     if (sizes[i] == kTensorMapBytes) k->maps.push_back({static_cast<uint32_t>(i), 0});
@@ -65,6 +65,16 @@ void find_maps(KernelInfo* k, const LaunchArgs* args) {
       const StructSearch found = search_structs(k->layout, *args);
       k->maps.insert(k->maps.end(), found.maps.begin(), found.maps.end());
       k->watch = found.watch;
+      // A place watched before that holds other data now stays watched (a map may still appear there), unless a
+      // map found now overlaps it.
+      for (const MapSlot& w : watched_before) {
+        const bool overlaps = std::any_of(found.maps.begin(), found.maps.end(), [&](const MapSlot& m) {
+          return m.param == w.param && m.offset < w.offset + kTensorMapBytes && w.offset < m.offset + kTensorMapBytes;
+        });
+        if (!overlaps && k->watch.size() < kMaxWatched &&
+            std::find(k->watch.begin(), k->watch.end(), w) == k->watch.end())
+          k->watch.push_back(w);
+      }
       k->search_pending = found.incomplete;
       if (found.watch_truncated)
         report_notice("watch-truncated|" + k->name, "warning",
@@ -78,6 +88,7 @@ void find_maps(KernelInfo* k, const LaunchArgs* args) {
     return a.param != b.param ? a.param < b.param : a.offset < b.offset;
   };
   std::sort(k->maps.begin(), k->maps.end(), by_place);
+  std::sort(k->watch.begin(), k->watch.end(), by_place);
   k->named_only.assign(k->maps.size(), false);
   // Places a rule names: checked at that place on every launch, found by the search or not.
   for (const NamedPlace& n : named_places(tmaguard::rules(), k->rules)) {
@@ -104,7 +115,9 @@ void find_maps(KernelInfo* k, const LaunchArgs* args) {
   }
 }
 
-const KernelInfo* build(CUfunction f, const LaunchArgs* args, unsigned searches = 0) {
+// `stale`: the facts this search replaces (its search count and watched places carry over), or nullptr.
+const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* stale = nullptr) {
+  const unsigned searches = stale ? stale->searches : 0;
   auto* k = new KernelInfo;
   k->searches = searches + (args ? 1 : 0);
   const char* name = nullptr;
@@ -147,7 +160,7 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, unsigned searches 
   std::vector<std::string> notes;
   k->rules = rules_for_kernel(tmaguard::rules(), k->name, &notes);
   for (const std::string& n : notes) report_notice("pattern-limit|" + n, "warning", n);
-  find_maps(k, args);
+  find_maps(k, args, stale ? stale->watch : std::vector<MapSlot>{});
   if (k->searches >= kMaxSearches && (k->search_pending || !k->watch.empty())) {
     report_notice("searches|" + k->name, "warning",
                   "kernel " + k->name + "'s parameters changed where maps could appear on " +
@@ -232,13 +245,18 @@ bool replace_info(uintptr_t key, const KernelInfo* stale, const KernelInfo* fres
 
 bool needs_research(const KernelInfo& k, const LaunchArgs& args) {
   if (k.search_pending) return true;
-  for (const MapSlot& w : k.watch)
-    if (!still_empty(k.layout, w, args)) return true;
+  for (const MapSlot& w : k.watch) {
+    if (still_empty(k.layout, w, args)) continue;
+    // No longer empty: a map now, or other data (a union's other variant, a list rewritten per launch). Only a map
+    // is worth a search; other data leaves the place watched.
+    const uint8_t* b = map_bytes(k.layout, w, args);
+    if (!b || (may_hold_map(b) && plausible_map(decode(b)))) return true;
+  }
   return false;
 }
 
 const KernelInfo* research(CUfunction f, const KernelInfo* stale, const LaunchArgs& args) {
-  const KernelInfo* fresh = build(f, &args, stale->searches);
+  const KernelInfo* fresh = build(f, &args, stale);
   if (!replace_info(reinterpret_cast<uintptr_t>(f), stale, fresh)) {
     delete fresh;  // another thread searched (or an unload forgot the kernel) first
     return kernel_info(f, &args);

@@ -23,7 +23,7 @@ struct KernelInfo {
   std::vector<MapSlot> maps;
   std::vector<bool> named_only;  // per entry of `maps`
   // Places inside larger parameters that held no map at the search and could later (launch.h: still_empty): when
-  // one no longer is empty, the kernel is searched again, with that launch's bytes.
+  // one holds a map, the kernel is searched again, with that launch's bytes (other data there changes nothing).
   std::vector<MapSlot> watch;
   const void* owner = nullptr;    // its CUmodule (CUfunction) or CUlibrary (CUkernel); nullptr when unknown
   bool params_truncated = false;  // more parameters than tmaguard reads (kMaxParams): the rest were not checked
@@ -48,8 +48,8 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args);
 //! kernel facts were replaced since this thread last looked, or when its kernel still waits for a struct search
 //! and `args` can serve it.
 FrontEntry& front_entry(CUfunction f, const LaunchArgs* args);
-//! A fresh search of `stale`'s kernel with this launch's bytes (a watched place is no longer empty, or the kernel
-//! waited for readable bytes): the new KernelInfo replaces the old one for every thread. Returns what is in force.
+//! A fresh search of `stale`'s kernel with this launch's bytes (a watched place holds a map, or the kernel waited
+//! for readable bytes): the new KernelInfo replaces the old one for every thread. Returns what is in force.
 const KernelInfo* research(CUfunction f, const KernelInfo* stale, const LaunchArgs& args);
 //! Whether this launch calls for a new search of its kernel's parameters (kernel_cache.cpp says when).
 bool needs_research(const KernelInfo& k, const LaunchArgs& args);

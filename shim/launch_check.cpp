@@ -75,7 +75,7 @@ bool collect(CUfunction f, void** kernel_params, void** extra, Collected& c) {
   const LaunchArgs args = kernel_params ? LaunchArgs{kernel_params, nullptr, 0, true} : parse_extra(extra);
   const bool readable = args.kernel_params || (args.buffer && args.size_declared);
   c.front = &front_entry(f, readable ? &args : nullptr);  // a kernel's first launch searches its structs with these
-  // A kernel that waited for readable bytes, or whose watched places are no longer empty, is searched again now.
+  // A kernel that waited for readable bytes, or with a map in a place that was empty, is searched again now.
   if (readable && needs_research(*c.front->info, args)) {
     research(f, c.front->info, args);
     c.front = &front_entry(f, &args);

@@ -96,6 +96,9 @@ bool unjudged_template(const M& m) {
 //! What a search of a launch's parameters over 128 bytes found: the plausible maps, the places that hold no map now
 //! but could later (watched: their word 13, which no map of any form leaves 0, is 0), and whether some places could
 //! not be read (a NULL parameter pointer, a buffer shorter than the parameters): then the search is incomplete.
+//! Places are watched only in a parameter whose size is a multiple of 64: a structure with a CUtensorMap member is
+//! at least 64-byte aligned, so its size is a multiple of 64 (PyTorch's foreach kernels pass 3 KiB lists of pointers
+//! and sizes, 8-byte aligned and rewritten on every launch, that must not cost a look per place per launch).
 struct StructSearch {
   std::vector<MapSlot> maps;    // in parameter order and, inside a parameter, offset order
   std::vector<MapSlot> watch;   // at most kMaxWatched, in the same order
@@ -103,6 +106,8 @@ struct StructSearch {
   bool watch_truncated = false; // more empty places than kMaxWatched
 };
 inline constexpr std::size_t kMaxWatched = 256;
+//! The alignment of every structure that can hold a CUtensorMap member (alignas(64) in CUDA 12, 128 in CUDA 13).
+inline constexpr std::size_t kMapStructAlignment = 64;
 //! The byte offset of word 13 (boxDim[0] - 1 in its top byte): never 0 in a tensor map, whose inner box spans at
 //! least 16 bytes.
 inline constexpr std::size_t kWord13Offset = 52;

@@ -97,17 +97,25 @@ struct EncodeProblem {
 //! The first rule (in the driver's own order as measured on an H200, driver 580) that the arguments break.
 EncodeProblem validate_encode(const EncodeArgs& a);
 
-enum EncodeWarning : int { kNullAddress = 1, kZeroStride, kOverlappingRows, kBoxBeyondTensor };
+enum EncodeWarning : int { kNullAddress = 1, kZeroStride, kOverlappingRows };
 
 //! A template: every dim 1. CUTLASS's grouped and ptr-array GEMMs (PyTorch's torch._grouped_mm among them) encode one
 //! per operand and rewrite its address, dims and strides on the device before any use: its box, strides and address
 //! describe no tensor yet.
 bool template_args(const EncodeArgs& a);
 
-//! Arguments the driver accepts but that are almost certainly bugs: NULL address, stride 0, rows that overlap
-//! (judged in stride order; not for maps built on address wraparound, see map_range), a box larger than the tensor.
-//! One line each; empty when none, and always empty for a template (every dim 1), which device code fills in later.
+//! Arguments the driver accepts but that are wrong for any use of the map: a NULL address. One line each; empty when
+//! none, and always empty for a template (every dim 1), which device code fills in later. What is wrong only for
+//! some uses is not here: a broadcast (stride-0) dimension or overlapping rows are how expand()ed and sliding-window
+//! views are loaded (aliasing(), for the maps a kernel stores through), and a box larger than a short tensor only
+//! reads zeros and drops stores past its end.
 std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a);
+
+//! Whether elements of the map share bytes: a stride-0 dimension of more than one index, or rows that overlap
+//! (judged in stride order, dimensions of one index ignored). Harmless to load through; a TMA store through such a
+//! map writes the same bytes from several tiles, in no defined order. Never for a template or a map built on address
+//! wraparound (Triton's ragged descriptors overlap by design).
+std::optional<EncodeProblem> aliasing(const EncodeArgs& a);
 
 //! Bytes from the base address to one past the last element the arguments describe; nullopt when that does not fit
 //! in 64 bits.
@@ -170,6 +178,9 @@ struct DecodeResult {
 //! filled or zero-padded region never decodes as a map. Word 2 bit 1 (CuTe DSL's) and bits 19-21 (Blackwell swizzle
 //! atomicity, the large-tensor flag) are known bits, never reserved ones.
 DecodeResult decode(const uint8_t bytes[kTensorMapBytes]);
+//! A cheap first look, for bytes seen on every launch: false when decode() would refuse them for their reserved
+//! words and bits alone (true says nothing more than "decode them").
+bool may_hold_map(const uint8_t bytes[kTensorMapBytes]);
 
 //! Encodes in another encoder's form (for tests and GPU checks; `encode` is the driver's form): kCuteDsl writes what
 //! CuTe DSL's generated host code writes (the formulas of its MLIR pass dumps, pinned by tests/data), kDeviceBuilt

@@ -149,6 +149,16 @@ Result strides_increasing(const Check& c, const TensorMapView& av, const TensorM
   return std::nullopt;
 }
 
+// A map a kernel stores through needs bytes of its own for every element: no broadcast dimension, no overlapping
+// rows (tensormap.h: aliasing).
+Result distinct_elements(const Check& c, const TensorMapView& av, const TensorMapView*) {
+  const std::optional<EncodeProblem> p = aliasing(av.encode_args());
+  if (!p) return std::nullopt;
+  return CheckFailure{fmt::format("{}'s elements have bytes of their own (no stride-0 dimension, no overlapping rows)",
+                                  c.a),
+                      fmt::format("{} {} (dims {}, strides {})", c.a, p->message, dims_str(av), strides_str(av))};
+}
+
 Result same_address(const Check& c, const TensorMapView& av, const TensorMapView* b) {
   if (av.address == b->address) return std::nullopt;
   return CheckFailure{fmt::format("{} and {} have the same global address", c.a, bname(c)),
@@ -230,6 +240,7 @@ const std::vector<CheckKind>& check_kinds() {
       {"rank", false, {"equals"}, parse_rank, rank},
       {"alignment", false, {"bytes"}, parse_alignment, alignment},
       {"strides_increasing", false, {}, no_keys, strides_increasing},
+      {"distinct_elements", false, {}, no_keys, distinct_elements},
       {"no_overlap", true, {}, no_keys, no_overlap},
       {"same_address", true, {}, no_keys, same_address},
       {"distinct_address", true, {}, no_keys, distinct_address},

@@ -57,6 +57,7 @@ StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args) {
   for (std::size_t p = 0; p < layout.sizes.size(); ++p) {
     if (layout.sizes[p] <= kTensorMapBytes) continue;
     std::vector<MapSlot> empty;  // this parameter's empty places
+    const bool watchable = layout.sizes[p] % kMapStructAlignment == 0;
     for (const uint32_t r : window_offsets(layout, p)) {
       const MapSlot slot{static_cast<uint32_t>(p), r};
       const uint8_t* b = map_bytes(layout, slot, args);
@@ -64,9 +65,9 @@ StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args) {
         out.incomplete = true;
         break;
       }
-      if (plausible_map(decode(b)))
+      if (may_hold_map(b) && plausible_map(decode(b)))
         out.maps.push_back(slot);
-      else if (still_empty(layout, slot, args))
+      else if (watchable && still_empty(layout, slot, args))
         empty.push_back(slot);
     }
     // A place that overlaps a map found here cannot hold another one (maps do not overlap): not watched.

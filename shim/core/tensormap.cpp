@@ -248,55 +248,47 @@ bool template_args(const EncodeArgs& a) {
 
 std::vector<EncodeProblem> encode_warnings(const EncodeArgs& a) {
   std::vector<EncodeProblem> out;
-  const uint32_t r = a.rank < kMaxRank ? a.rank : kMaxRank;
   if (template_args(a)) return out;  // describes no tensor yet: nothing to warn about
-  const uint64_t es = static_cast<uint64_t>(element_size(static_cast<DataType>(a.dtype)));
   if (a.address == 0)
     out.push_back({"globalAddress", "globalAddress is NULL: the driver encodes it, every access through the map faults",
                    kNullAddress});
+  return out;
+}
+
+std::optional<EncodeProblem> aliasing(const EncodeArgs& a) {
+  const uint32_t r = a.rank < kMaxRank ? a.rank : kMaxRank;
+  if (template_args(a)) return std::nullopt;
+  // A map built on address wraparound (Triton's ragged descriptors) overlaps its own rows by design.
+  if (!map_range(a)) return std::nullopt;
+  const uint64_t es = static_cast<uint64_t>(element_size(static_cast<DataType>(a.dtype)));
   // Rows overlap when a dimension's stride is smaller than the bytes spanned by the dimensions with smaller
   // strides. Judged in stride order, not argument order: FA4's K-major maps are {d, s, h, b} with strides
-  // {2hd, 2d, 2shd}, not increasing yet perfectly valid (so "strides not increasing" alone is no warning).
+  // {2hd, 2d, 2shd}, not increasing yet perfectly valid.
   uint32_t order[kMaxRank];
   uint32_t n = 0;
   for (uint32_t i = 0; i + 1 < r; ++i) {
-    if (a.strides[i] == 0) {
-      out.push_back(
-          {fmt::format("globalStrides[{}]", i),
-           fmt::format("globalStrides[{}] = 0: dimension {} is broadcast (all its indices share memory); a TMA "
-                       "store through this map writes the same bytes from every tile",
-                       i, i + 1),
-           kZeroStride});
-      continue;
-    }
-    order[n++] = i;
+    if (a.strides[i] == 0 && a.dims[i + 1] > 1)
+      return EncodeProblem{fmt::format("globalStrides[{}]", i),
+                           fmt::format("globalStrides[{}] = 0: dimension {} is broadcast ({} indices share the same "
+                                       "bytes)",
+                                       i, i + 1, a.dims[i + 1]),
+                           kZeroStride};
+    if (a.strides[i] != 0) order[n++] = i;
   }
-  // A map built on address wraparound (Triton's ragged descriptors) overlaps its own rows by design.
-  if (!map_range(a)) n = 0;
   for (uint32_t k = 1; k < n; ++k)  // insertion sort by stride (at most 4 entries)
     for (uint32_t j = k; j > 0 && a.strides[order[j]] < a.strides[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
   uint64_t span = a.dims[0] * es;  // bytes spanned by dim 0 and every dimension already placed
   for (uint32_t k = 0; k < n; ++k) {
     const uint32_t i = order[k];
-    if (a.strides[i] < span) {
-      out.push_back({fmt::format("globalStrides[{}]", i),
-                     fmt::format("globalStrides[{}] = {} < {} bytes spanned by the dimensions with smaller strides: "
-                                 "rows overlap, so stores through this map overwrite each other",
-                                 i, a.strides[i], span),
-                     kOverlappingRows});
-      break;
-    }
+    if (a.dims[i + 1] > 1 && a.strides[i] < span)
+      return EncodeProblem{fmt::format("globalStrides[{}]", i),
+                           fmt::format("globalStrides[{}] = {} < {} bytes spanned by the dimensions with smaller "
+                                       "strides: rows overlap",
+                                       i, a.strides[i], span),
+                           kOverlappingRows};
     span = std::max(span, a.strides[i] * a.dims[i + 1]);
   }
-  if (a.kind == MapKind::kTiled)
-    for (uint32_t i = 0; i < r; ++i)
-      if (a.dims[i] && a.box[i] > a.dims[i])
-        out.push_back({fmt::format("boxDim[{}]", i),
-                       fmt::format("boxDim[{}] = {} > globalDim[{}] = {}: most of every tile is out of bounds (filled, "
-                                   "or dropped on stores)",
-                                   i, a.box[i], i, a.dims[i]),
-                       kBoxBeyondTensor});
-  return out;
+  return std::nullopt;
 }
 
 int encode(const EncodeArgs& a, uint8_t out[kTensorMapBytes], EncodeProblem* problem_out) {
@@ -379,6 +371,13 @@ EncodeArgs TensorMapView::encode_args() const {
   a.l2_promotion = l2_promotion;
   a.oob_fill = oob_fill;
   return a;
+}
+
+bool may_hold_map(const uint8_t b[kTensorMapBytes]) {
+  uint32_t reserved = load_word(b, 2) & kReservedWord2Bits;
+  reserved |= load_word(b, 17);
+  for (int i = 19; i < 32; ++i) reserved |= load_word(b, i);
+  return reserved == 0;
 }
 
 DecodeResult decode(const uint8_t b[kTensorMapBytes]) {

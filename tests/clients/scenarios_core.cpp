@@ -140,7 +140,8 @@ int fork_child_and_parent() {
   return finish(ran(good));
 }
 
-// Accepted-but-suspicious arguments, and one the driver refuses.
+// Accepted-but-suspicious arguments, arguments that are fine to load through (no warning: a broadcast view, a
+// sliding window, a short tensor), and one the driver refuses.
 int encode_suspicious() {
   auto enc = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(resolve("cuTensorMapEncodeTiled", false, 12000));
   static auto reg = reinterpret_cast<decltype(&fakecuda_register_memory)>(fake_api("fakecuda_register_memory"));
@@ -151,9 +152,9 @@ int encode_suspicious() {
     cuuint32_t b0, b1;
   } cases[] = {
       {0, 128, 64, 256, 64, 32},                               // NULL
-      {0x7f0000000000ULL, 128, 64, 0, 64, 32},                 // stride 0
-      {0x7f0000100000ULL, 128, 64, 128, 64, 32},               // rows overlap (256 B rows, 128 B apart)
-      {0x7f0000200000ULL, 16, 8, 32, 64, 32},                  // box larger than the tensor
+      {0x7f0000000000ULL, 128, 64, 0, 64, 32},                 // stride 0 (an expand()ed row): no warning
+      {0x7f0000100000ULL, 128, 64, 128, 64, 32},               // rows overlap (a sliding window): no warning
+      {0x7f0000200000ULL, 16, 8, 32, 64, 32},                  // box larger than the tensor: no warning
       {reinterpret_cast<uint64_t>(host), 128, 2, 256, 64, 2},  // host pointer
       {0x7e0000000000ULL, 128, 64, 256, 64, 32},               // 16 KiB map on a 4 KiB allocation
       {0x7f0000300000ULL, 128, 64, 256, 128, 32},              // refused: 256 B inner box > 128B swizzle

@@ -5,6 +5,7 @@
 //   TG_FA4_CONFIG: 1cta_hd64 | 1cta_hd96 | 1cta_hd128 | 2cta_hd128 | 2cta_hd192 | hd256 | gqa4 | gqa7 | varlen4 |
 //                  varlen7 | broadcast_k
 //   TG_FA4_BAD:    none | dk | dv   (a seqlen-contiguous dK or dV)
+//                  | dk_expand | dv_expand (one batch's dK or dV expand()ed over the batch: batch stride 0)
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -53,6 +54,12 @@ int run_config() {
   if (!c) die("TG_FA4_CONFIG is not set");
   const std::string cfg = c, bad = b ? b : "none";
   const bool dk_bad = bad == "dk", dv_bad = bad == "dv";
+  // dK or dV as the kernel's output: transposed for "dk"/"dv", its batch stride 0 for "dk_expand"/"dv_expand".
+  auto out = [&](uint64_t addr, uint64_t b, uint64_t s, uint64_t h, uint64_t d, bool is_dk) {
+    Tensor t = bshd(addr, b, s, h, d, is_dk ? dk_bad : dv_bad);
+    if (bad == (is_dk ? "dk_expand" : "dv_expand")) t.strides[2] = 0;
+    return t;
+  };
   const uint64_t B = 2, S = 256, SK = 512, H = 4;
   std::vector<std::vector<uint8_t>> p;  // the kernel's parameters, in order
   std::string name = kFa4Name;
@@ -72,8 +79,8 @@ int run_config() {
     if (two_cta) p.push_back(as_param(tmap(dout, 32)));
     if (tma_store) {
       const uint32_t epi = hd >= 128 ? 64 : 32;
-      p.push_back(as_param(tmap(bshd(kBase + 4 * kStep, B, SK, H, hdv, dv_bad), epi)));
-      p.push_back(as_param(tmap(bshd(kBase + 5 * kStep, B, SK, H, hd, dk_bad), epi)));
+      p.push_back(as_param(tmap(out(kBase + 4 * kStep, B, SK, H, hdv, false), epi)));
+      p.push_back(as_param(tmap(out(kBase + 5 * kStep, B, SK, H, hd, true), epi)));
     }
     p.push_back(tensor_arg(kBase + 6 * kStep, 4));  // LSE
     p.push_back(tensor_arg(kBase + 7 * kStep, 4));  // dPsum
@@ -130,9 +137,9 @@ int run_config() {
     p.push_back(tensor_arg(dout.addr, 8));
     p.push_back(tensor_arg(kBase + 5 * kStep, 6));  // dK
     p.push_back(tensor_arg(kBase + 4 * kStep, 6));  // dV
-    p.push_back(as_param(tmap(bshd(kBase + 5 * kStep, B, SK, hk, hd, dk_bad))));
+    p.push_back(as_param(tmap(out(kBase + 5 * kStep, B, SK, hk, hd, true))));
     p.push_back(tensor_arg(kBase + 5 * kStep, 6));
-    p.push_back(as_param(tmap(bshd(kBase + 4 * kStep, B, SK, hk, hd, dv_bad))));
+    p.push_back(as_param(tmap(out(kBase + 4 * kStep, B, SK, hk, hd, false))));
     p.push_back(tensor_arg(kBase + 4 * kStep, 6));
     p.push_back(tensor_arg(kBase + 6 * kStep, 4));  // LSE
     p.push_back(f32(0.0625f));

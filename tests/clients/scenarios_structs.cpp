@@ -15,6 +15,12 @@
 //   cutlass_first_changes TG_FIRST=zero: the first launch passes an all-zero Params (a warm-up), =without_d: one
 //                        without D's map, =partial: the extra form with BUFFER_SIZE covering only the first 600 bytes
 //                        of the struct; then 3 ordinary launches (TG_STRUCT_BAD=d: D transposed)
+//   lists_rewritten      PyTorch's foreach kernels: a 3368-byte TensorListMetadata (8-byte aligned) and a 3456-byte
+//                        list (a multiple of 64 by chance), each first launched with 20 tensors and zeros, then
+//                        rewritten with other bytes on each of 200 launches; then (TG_STRUCT_BAD=d) the 3456-byte
+//                        one holds a transposed D map at +2048, a place that was empty at its first launch
+//   maps_everywhere      an 8960-byte parameter whose launch i holds one map at +128*i and zeros (70 launches):
+//                        a new map in a watched place on every launch
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -167,6 +173,50 @@ int cutlass_first_changes() {
   return finish(ran(k));
 }
 
+// The bytes of a tensor list: `n` pointers, their sizes, then zeros.
+std::vector<uint8_t> tensor_list(std::size_t size, std::size_t n) {
+  std::vector<uint8_t> s(size, 0);
+  for (std::size_t i = 0; i < n; ++i) put(s, 8 * i, kBase + i * 0x4000);
+  for (std::size_t i = 0; i < n; ++i) put(s, 880 + 8 * i, int64_t{4096 + int64_t(i)});
+  return s;
+}
+
+int lists_rewritten() {
+  const char* bad = std::getenv("TG_STRUCT_BAD");
+  Kernel odd = make_kernel_raw("_ZN2at6native18multi_tensor_apply_kernelILi1EEEvNS0_18TensorListMetadataILi1EEE",
+                               {tensor_list(3368, 20), std::vector<uint8_t>(4, 1)}, {8, 4});
+  Kernel even = make_kernel_raw("_ZN2at6native18multi_tensor_apply_kernelILi2EEEvNS0_18TensorListMetadataILi2EEE",
+                                {tensor_list(3456, 20), std::vector<uint8_t>(4, 1)}, {8, 4});
+  launch(odd);
+  launch(even);
+  uint64_t x = 0x9e3779b97f4a7c15ULL;  // xorshift: new pointers, sizes and block maps on every launch
+  for (int i = 0; i < 200; ++i) {
+    for (Kernel* k : {&odd, &even})
+      for (std::size_t at = 0; at + 8 <= k->values[0].size(); at += 8) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        put(k->values[0], at, x);
+      }
+    launch(odd);
+    launch(even);
+  }
+  if (bad && std::string(bad) == "d") {
+    even.values[0] = tensor_list(3456, 20);
+    put(even.values[0], 2048, matrix(kBase + 3 * kStep, 512, 256, true));
+    launch(even);
+  }
+  return finish(ran(odd) + ran(even));
+}
+
+int maps_everywhere() {
+  Kernel k = make_kernel_raw("maps_everywhere_kernel", {std::vector<uint8_t>(8960, 0)}, {128});
+  for (std::size_t i = 0; i < 70; ++i) {
+    std::fill(k.values[0].begin(), k.values[0].end(), 0);
+    put(k.values[0], 128 * i, matrix(kBase + i * kStep, 512, 256));
+    launch(k);
+  }
+  return finish(ran(k));
+}
+
 }  // namespace
 
 const std::vector<Scenario>& struct_scenarios() {
@@ -177,6 +227,8 @@ const std::vector<Scenario>& struct_scenarios() {
       {"cutlass_first_unreadable", cutlass_first_unreadable},
       {"pointer_array_first", pointer_array_first},
       {"cutlass_first_changes", cutlass_first_changes},
+      {"lists_rewritten", lists_rewritten},
+      {"maps_everywhere", maps_everywhere},
   };
   return v;
 }

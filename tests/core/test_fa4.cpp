@@ -247,7 +247,8 @@ TEST(Fa4, PermutedOuterDimsAndOtherElementTypesAreWarnings) {
   maps[5] = map(7, kBase + 5 * kStep, T{{128, 4, 512, 2}, {2 * 128, 2 * 4 * 128, 2 * 512 * 4 * 128}});  // (b, h, s, d)
   EXPECT_EQ(rules_of(judge(maps)), std::vector<std::string>({"fa4-dk-shape-mismatch?"}));
   maps = one_cta(mha(128, 128));
-  maps[4] = map(6, kBase + 4 * kStep, bshd(2, 512, 4, 128), 32, 7);  // dV float32
+  // dV float32, with a float32 tensor's strides (bf16's would make its rows overlap: fa4-dv-aliased)
+  maps[4] = map(6, kBase + 4 * kStep, T{{128, 512, 4, 2}, {4 * 4 * 128, 4 * 128, 4 * 512 * 4 * 128}}, 32, 7);
   const Judgement j = judge(maps);
   ASSERT_EQ(rules_of(j), std::vector<std::string>({"fa4-dv-dtype?"}));
   EXPECT_EQ(j.findings[0].observed, "dV is float32");

@@ -205,6 +205,33 @@ allowed = ["128B"]
   EXPECT_TRUE(run(text, "k", {x_ok}).empty()) << "a rule whose maps are missing does not apply";
 }
 
+// An output map whose elements share bytes (a broadcast row, overlapping rows in any argument order) fails
+// distinct_elements; a permuted but valid layout, and stride 0 over a single index, do not.
+TEST(RulesEval, DistinctElementsForMapsAKernelStoresThrough) {
+  const char* text = R"([[rule]]
+id = "out"
+kernel = "k"
+[rule.maps]
+D = "param:0"
+[[rule.check]]
+id = "d-aliased"
+kind = "distinct_elements"
+map = "D"
+)";
+  EXPECT_TRUE(run(text, "k", {map2d(0, 0x7f0000000000ULL, 128, 64, 256)}).empty());
+  EXPECT_TRUE(run(text, "k", {map2d(0, 0x7f0000000000ULL, 128, 1, 0)}).empty()) << "one row: nothing shared";
+  auto out = run(text, "k", {map2d(0, 0x7f0000000000ULL, 128, 64, 0)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].rule, "d-aliased");
+  EXPECT_EQ(out[0].expected, "D's elements have bytes of their own (no stride-0 dimension, no overlapping rows)");
+  EXPECT_EQ(out[0].observed,
+            "D globalStrides[0] = 0: dimension 1 is broadcast (64 indices share the same bytes) (dims {128,64}, "
+            "strides {0})");
+  out = run(text, "k", {map2d(0, 0x7f0000000000ULL, 128, 64, 128)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].observed.find("rows overlap"), std::string::npos) << out[0].observed;
+}
+
 TEST(RulesMerge, UserRuleReplacesPresetById) {
   const auto preset = parse_rules(builtin_rules_text(), "built-in").rules;
   const auto user = parse_rules(R"([[rule]]

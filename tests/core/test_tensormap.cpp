@@ -191,7 +191,7 @@ TEST(Validate, ExplainsTheFirstBrokenRuleInOneLine) {
   EXPECT_EQ(validate_encode(a).field, "globalDim[0]");
 }
 
-TEST(EncodeWarnings, ValidPermutedLayoutsAreNotFlagged) {
+TEST(Aliasing, ValidPermutedLayoutsAreNotFlaggedSharedBytesAre) {
   // FA4's K-major dK: dims {d, s, h, b}, strides {2hd, 2d, 2shd}: not increasing, and valid.
   EncodeArgs a;
   a.dtype = 9;
@@ -201,12 +201,27 @@ TEST(EncodeWarnings, ValidPermutedLayoutsAreNotFlagged) {
   a.strides = {1024, 256, 262144};
   a.box = {64, 128, 1, 1};
   a.element_strides = {1, 1, 1, 1};
+  EXPECT_FALSE(aliasing(a));
   EXPECT_TRUE(encode_warnings(a).empty());
   a.strides = {1024, 128, 262144};  // heads 128 B apart but each head row is 256 B: overlap
-  const auto w = encode_warnings(a);
-  ASSERT_EQ(w.size(), 1u);
-  EXPECT_EQ(w[0].kind, kOverlappingRows);
-  EXPECT_EQ(w[0].message,
-            "globalStrides[1] = 128 < 256 bytes spanned by the dimensions with smaller strides: rows "
-            "overlap, so stores through this map overwrite each other");
+  auto w = aliasing(a);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->kind, kOverlappingRows);
+  EXPECT_EQ(w->message, "globalStrides[1] = 128 < 256 bytes spanned by the dimensions with smaller strides: rows overlap");
+  EXPECT_TRUE(encode_warnings(a).empty()) << "loading through overlapping rows is fine: no encode warning";
+  a.strides = {1024, 256, 0};  // one batch expand()ed over 2
+  w = aliasing(a);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->kind, kZeroStride);
+  EXPECT_EQ(w->message, "globalStrides[2] = 0: dimension 3 is broadcast (2 indices share the same bytes)");
+  a.dims[3] = 1;  // a stride of 0 over a dimension of one index shares nothing
+  EXPECT_FALSE(aliasing(a));
+  a.dims = {1, 1, 1, 1};  // a template: describes no tensor yet
+  a.strides = {0, 0, 0};
+  EXPECT_FALSE(aliasing(a));
+  a.dims = {128, 256, 4, 2};
+  a.strides = {1024, 256, 262144};
+  a.address = 0;
+  ASSERT_EQ(encode_warnings(a).size(), 1u);
+  EXPECT_EQ(encode_warnings(a)[0].kind, kNullAddress);
 }

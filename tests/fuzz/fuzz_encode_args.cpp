@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary cuTensorMapEncode* arguments (every field any value) through the encode explainer's
-// arithmetic: validate_encode, encode_warnings, footprint_bytes and map_range must never overflow silently (UBSan),
-// crash, or claim a range that wraps.
+// arithmetic: validate_encode, encode_warnings, aliasing, footprint_bytes and map_range must never overflow silently
+// (UBSan), crash, or claim a range that wraps.
 #include "input.h"
 #include "tmaguard/tensormap.h"
 
@@ -30,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   a.wide_mode = in.take<uint8_t>() % 3;
   (void)tmaguard::validate_encode(a);
   (void)tmaguard::encode_warnings(a);
+  (void)tmaguard::aliasing(a);
   (void)tmaguard::footprint_bytes(a);
   if (const auto r = tmaguard::map_range(a); r && r->end < r->first) __builtin_trap();
   uint8_t out[tmaguard::kTensorMapBytes];

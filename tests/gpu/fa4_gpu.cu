@@ -6,7 +6,8 @@
 //   DESC: encode (cuTensorMapEncodeTiled via cudaGetDriverEntryPointByVersion) | inline (no encode call, the
 //         driver's byte form) | cute (no encode call, CuTe DSL's form: word 2 bit 1 and the large-tensor flag set, no
 //         tile-size or swizzle-span word; tmaguard::encode_in_form, pinned to CuTe DSL's MLIR dumps)
-//   SCENARIO: ok | dk_bad (dK seqlen-contiguous) | dv_bad
+//   SCENARIO: ok | dk_bad (dK seqlen-contiguous) | dv_bad | dk_expand (dK's map with batch stride 0: one batch's
+//             storage expand()ed over the batch, so every batch's tiles land on the same bytes)
 //   --hd256: head dim 256, the signature of FA4's hd256 kernel (K V Q Qt dO dOt dK dV)
 //   --bcast-k: 1-CTA with K broadcast over the batch (stride 0): K's map has rank 3
 // Prints "CASE ... launch_rc=N dk=correct|wrong|untouched dv=..." and exits 0 unless CUDA itself failed.
@@ -70,8 +71,8 @@ tmaguard::Encoder form() { return g_desc == "cute" ? tmaguard::Encoder::kCuteDsl
 
 // torch (b, s, h, d) bf16: K-major dims {d, s, h, b}; "mn" = the same memory viewed seqlen-contiguous; rank 3: the
 // batch mode dropped (a tensor broadcast over the batch, stride 0).
-CUtensorMap make_map(void* addr, bool mn, int rank = 4) {
-  cuuint64_t dims[4] = {D, S, H, B}, strides[3] = {2 * H * D, 2 * D, 2 * S * H * D};
+CUtensorMap make_map(void* addr, bool mn, int rank = 4, bool expand = false) {
+  cuuint64_t dims[4] = {D, S, H, B}, strides[3] = {2 * H * D, 2 * D, expand ? 0 : 2 * S * H * D};
   if (mn) {
     dims[0] = S;
     dims[1] = D;
@@ -331,7 +332,8 @@ int main(int argc, char** argv) {
 
   CUtensorMap mq = make_map(q, false), mk = make_map(k, false, bcast ? 3 : 4), mv = make_map(v, false),
               mdo = make_map(dout, false);
-  CUtensorMap mdk = make_map(dk, scenario == "dk_bad"), mdv = make_map(dv, scenario == "dv_bad");
+  CUtensorMap mdk = make_map(dk, scenario == "dk_bad", 4, scenario == "dk_expand"),
+              mdv = make_map(dv, scenario == "dv_bad");
   int seqlen = static_cast<int>(S);
   float scale = 0.125f;
   long long tail = 7;

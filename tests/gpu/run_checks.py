@@ -84,7 +84,7 @@ def fa4_matrix():
         f = case_fields(p.stdout)
         v = events(recs, "violation")
         s = events(recs, "summary")
-        bad_tensor = {"dk_bad": "dK", "dv_bad": "dV"}.get(scenario)
+        bad_tensor = {"dk_bad": "dK", "dv_bad": "dV", "dk_expand": "dK"}.get(scenario)
         detail = f"rc={p.returncode} case={f} violations={[r.get('rule') for r in v]}"
         if not guarded:
             ok = p.returncode == 0 and f and f[0] == 0 and (f[2] == "wrong" or f[3] == "wrong")
@@ -108,6 +108,8 @@ def fa4_matrix():
         else:  # log: reported and the kernel ran
             ran = f and f[0] == 0 and (f[2] != "untouched" and f[3] != "untouched")
             ok = p.returncode == 0 and ran and len(v) == 1 and v[0].get("tensor") == bad_tensor
+        if scenario == "dk_expand":  # stopped for its aliasing, not for any other rule
+            ok = ok and len(v) == 1 and v[0].get("rule") == "fa4-dk-aliased"
         record("FA4-shaped TMA kernel", name, ok, detail)
 
     for launch in ("chevron", "launch_ex_cluster", "library", "driver", "driver_ex"):
@@ -130,6 +132,12 @@ def fa4_matrix():
     one("graph_node", "encode", "dv_bad", "log")
     one("chevron", "encode", "dk_bad", None, guarded=False)
     one("library", "inline", "dk_bad", None, guarded=False)
+    # dK expand()ed over the batch (its map's batch stride 0): every batch's TMA stores land on one batch's bytes.
+    # The driver accepts the map; tmaguard stops it (fa4-dk-aliased) in every form.
+    one("chevron", "encode", "dk_expand", None, guarded=False)
+    one("chevron", "encode", "dk_expand", "abort")
+    one("driver", "inline", "dk_expand", "reject")
+    one("library", "cute", "dk_expand", "abort")
     # FA4 fidelity: the head-dim-256 kernel's signature (K V Q Qt dO dOt dK dV, head dim 256) and a broadcast K
     # (its map has rank 3, dK's rank 4): clean runs exact, bad dK/dV stopped.
     # CuTe DSL's own descriptor form (FA4's encoder: word 2 bit 1 and the large-tensor flag set, no tile-size or

@@ -26,10 +26,10 @@ class Fa4Config : public ::testing::TestWithParam<Row> {};
 
 // Every configuration with its maps in the driver's form and in CuTe DSL's (FA4's own encoder: word 2 bit 1 and
 // the large-tensor flag set, no tile-size or swizzle-span word).
-TEST_P(Fa4Config, HealthyIsSilentAndATransposedDkOrDvIsStoppedWhereItIsStoredByTma) {
+TEST_P(Fa4Config, HealthyIsSilentAndATransposedOrAliasedDkOrDvIsStoppedWhereItIsStoredByTma) {
   const Row& row = GetParam();
   for (const std::string form : {"driver", "cute"})
-  for (const char* bad : {"none", "dk", "dv"}) {
+  for (const std::string bad : {"none", "dk", "dv", "dk_expand", "dv_expand"}) {
     std::vector<std::string> args = {"getproc", "ex", "fa4_config"};
     if (form == "cute") args.push_back("--cute");
     const ClientRun r = run_client(
@@ -38,7 +38,7 @@ TEST_P(Fa4Config, HealthyIsSilentAndATransposedDkOrDvIsStoppedWhereItIsStoredByT
     const std::string what = row.config + " " + form + "-form bad=" + bad + "\n" + describe(r);
     ASSERT_TRUE(r.p.exited) << what;
     EXPECT_TRUE(r.events("warning").empty()) << what;
-    const bool expect_stop = row.kind == Row::kChecked && std::string(bad) != "none";
+    const bool expect_stop = row.kind == Row::kChecked && bad != "none";
     if (!expect_stop) {
       EXPECT_EQ(r.p.code, 0) << what;
       EXPECT_EQ(r.ran, 2) << what;
@@ -46,7 +46,9 @@ TEST_P(Fa4Config, HealthyIsSilentAndATransposedDkOrDvIsStoppedWhereItIsStoredByT
     } else {
       EXPECT_EQ(r.ran, 0) << what;
       ASSERT_EQ(r.events("violation").size(), 1u) << what;
-      EXPECT_EQ(r.events("violation")[0]["rule"], std::string("fa4-") + bad + "-not-k-major") << what;
+      const std::string rule = bad.size() == 2 ? "fa4-" + bad + "-not-k-major"  // transposed
+                                               : "fa4-" + bad.substr(0, 2) + "-aliased";  // batch stride 0
+      EXPECT_EQ(r.events("violation")[0]["rule"], rule) << what;
     }
     const auto nc = r.events("not-checkable");
     ASSERT_EQ(r.events("summary").size(), 1u) << what;

@@ -152,18 +152,13 @@ TEST(Explainer, FailedEncodesExplainedSuspiciousOnesWarnedOnceCodesUnchanged) {
   std::vector<std::string> warnings;
   for (const auto& e : r.events("encode-warning")) warnings.push_back(e["message"]);
   const std::string p = "cuTensorMapEncodeTiled accepted, but ";
-  ASSERT_EQ(warnings.size(), 6u) << "one per kind: the second box warning (boxDim[1]) is not repeated\n" << describe(r);
+  // A stride of 0, overlapping rows and a box larger than the tensor are how broadcast views, sliding windows and
+  // short sequences are loaded: no warning at encode (a rule's distinct_elements check judges the maps stored to).
+  ASSERT_EQ(warnings.size(), 3u) << "NULL, host pointer, past the allocation; each once\n" << describe(r);
   EXPECT_EQ(warnings[0], p + "globalAddress is NULL: the driver encodes it, every access through the map faults");
-  EXPECT_EQ(warnings[1],
-            p + "globalStrides[0] = 0: dimension 1 is broadcast (all its indices share memory); a TMA store "
-                "through this map writes the same bytes from every tile");
-  EXPECT_EQ(warnings[2], p + "globalStrides[0] = 128 < 256 bytes spanned by the dimensions with smaller strides: rows "
-                             "overlap, so stores through this map overwrite each other");
-  EXPECT_EQ(warnings[3], p + "boxDim[0] = 64 > globalDim[0] = 16: most of every tile is out of bounds (filled, or "
-                             "dropped on stores)");
-  EXPECT_EQ(warnings[4].rfind(p + "globalAddress 0x", 0), 0u);
-  EXPECT_NE(warnings[4].find("is not memory the CUDA driver allocated"), std::string::npos);
-  EXPECT_EQ(warnings[5], p + "the map spans [0x7e0000000000, 0x7e0000004000), 12288 bytes past the end of its "
+  EXPECT_EQ(warnings[1].rfind(p + "globalAddress 0x", 0), 0u);
+  EXPECT_NE(warnings[1].find("is not memory the CUDA driver allocated"), std::string::npos);
+  EXPECT_EQ(warnings[2], p + "the map spans [0x7e0000000000, 0x7e0000004000), 12288 bytes past the end of its "
                              "allocation [0x7e0000000000, 0x7e0000001000)");
   const auto rejected = r.events("encode-rejected");
   ASSERT_EQ(rejected.size(), 1u);

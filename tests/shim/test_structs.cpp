@@ -126,6 +126,50 @@ TEST(Structs, ALargeParameterOfPointersAndSizesHoldsNoMap) {
   EXPECT_EQ(r.events("summary")[0]["tensor_maps_decoded"], 0);
 }
 
+// PyTorch's foreach kernels rewrite a large list parameter on every launch. An 8-byte-aligned one (3368 bytes)
+// cannot hold a CUtensorMap member and is not watched; one whose size is a multiple of 64 keeps its empty places
+// watched through 200 launches of other bytes without a search or a word said, and a map that then appears in one
+// of them is found and judged.
+TEST(Structs, ListsRewrittenOnEveryLaunchDrawNothingAndAMapAppearingLaterIsFound) {
+  const std::string rules = write_file("lists.toml", R"([[rule]]
+id = "list-map-f32"
+kernel = "multi_tensor_apply_kernel"
+[rule.maps]
+D = 0
+[[rule.check]]
+kind = "dtype"
+map = "D"
+allowed = ["float32"]
+)");
+  const ClientRun ok = run_client({"getproc", "launch", "lists_rewritten"}, {{"TMAGUARD_RULES", rules}});
+  ASSERT_TRUE(ok.p.exited && ok.p.code == 0) << describe(ok);
+  EXPECT_EQ(ok.ran, 402);
+  EXPECT_TRUE(ok.events("warning").empty() && ok.events("violation").empty()) << describe(ok);
+  EXPECT_EQ(ok.events("summary")[0]["tensor_maps_decoded"], 0) << describe(ok);
+  const ClientRun bad = run_client({"getproc", "launch", "lists_rewritten"},
+                                   {{"TMAGUARD_RULES", rules}, {"TG_STRUCT_BAD", "d"}, {"TMAGUARD_MODE", "reject"}});
+  EXPECT_EQ(bad.ran, 402) << describe(bad);
+  EXPECT_EQ(bad.failed, 1) << "the launch with a map of the wrong type was rejected\n" << describe(bad);
+  ASSERT_EQ(bad.events("violation").size(), 1u) << describe(bad);
+  EXPECT_EQ(bad.events("violation")[0]["rule"], "list-map-f32");
+  EXPECT_EQ(bad.events("violation")[0]["param_offset"], 2048);
+  EXPECT_TRUE(bad.events("warning").empty()) << describe(bad);
+}
+
+// Searches are bounded: a kernel with a new map in a watched place on every launch is searched 64 times, then
+// says once that it is no longer searched.
+TEST(Structs, SearchesAreBoundedAndTheBoundIsSaid) {
+  const ClientRun r = run_client({"getproc", "launch", "maps_everywhere"}, {});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 70);
+  int said = 0;
+  for (const auto& w : r.events("warning"))
+    if (w["message"].get<std::string>().find("parameters changed where maps could appear on 64 launches; they are "
+                                              "not searched again") != std::string::npos)
+      ++said;
+  EXPECT_EQ(said, 1) << describe(r);
+}
+
 // Repeated launches take the fast path (three maps inside a parameter fit the per-thread entry); the same struct
 // with D rewritten in place is checked again and stopped.
 TEST(Structs, RepeatedLaunchesAreCachedAndAStructRewrittenInPlaceIsCaught) {
