@@ -43,16 +43,13 @@ __attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, void*
     // Every slot of a KernelInfo lies inside its parameter (checked when it was found), so with kernelParams the
     // bytes are at params[slot.param] + slot.offset.
     const KernelInfo& k = *e.info;
-    auto at = [&](const MapSlot& s) -> const uint8_t* {
+    auto at = [&](const MapPlace& s) -> const uint8_t* {
       const auto* p = static_cast<const uint8_t*>(params[s.param]);
       return p ? p + s.offset : nullptr;
     };
     if (k.search_pending) return false;  // the full path searches the kernel's parameters again
-    for (const MapSlot& w : k.watch) {  // a watched place whose word 13 is no longer 0 could now hold a map
-      const uint8_t* b = at(w);
-      uint32_t w13;
-      if (!b || (__builtin_memcpy(&w13, b + kWord13Offset, 4), w13 != 0)) return false;
-    }
+    for (const MapPlace& w : k.watch)  // a watched place that may now hold a map: the full path looks
+      if (watched_place_may_hold_map(at(w))) return false;
     if (k.maps.empty()) {  // nothing to hash: the watched places were all there was to look at
       bump(t_hot.launches_seen);
       return true;

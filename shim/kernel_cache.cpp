@@ -56,7 +56,7 @@ bool live(const KernelInfo* i) { return i != nullptr && i != kDead; }
 
 // Where maps can sit: 128-byte parameters, maps a search of the larger parameters found, and the places the kernel's
 // rules name by parameter. Reads nothing of any other kernel.
-void find_maps(KernelInfo* k, const LaunchArgs* args, const std::vector<MapSlot>& watched_before) {
+void find_maps(KernelInfo* k, const LaunchArgs* args, const std::vector<MapPlace>& watched_before) {
   const auto& sizes = k->layout.sizes;
   for (std::size_t i = 0; i < sizes.size(); ++i)
     if (sizes[i] == kTensorMapBytes) k->maps.push_back({static_cast<uint32_t>(i), 0});
@@ -67,10 +67,9 @@ void find_maps(KernelInfo* k, const LaunchArgs* args, const std::vector<MapSlot>
       k->watch = found.watch;
       // A place watched before that holds other data now stays watched (a map may still appear there), unless a
       // map found now overlaps it.
-      for (const MapSlot& w : watched_before) {
-        const bool overlaps = std::any_of(found.maps.begin(), found.maps.end(), [&](const MapSlot& m) {
-          return m.param == w.param && m.offset < w.offset + kTensorMapBytes && w.offset < m.offset + kTensorMapBytes;
-        });
+      for (const MapPlace& w : watched_before) {
+        const bool overlaps =
+            std::any_of(found.maps.begin(), found.maps.end(), [&](const MapPlace& m) { return m.overlaps(w); });
         if (!overlaps && k->watch.size() < kMaxWatched &&
             std::find(k->watch.begin(), k->watch.end(), w) == k->watch.end())
           k->watch.push_back(w);
@@ -84,35 +83,28 @@ void find_maps(KernelInfo* k, const LaunchArgs* args, const std::vector<MapSlot>
       k->search_pending = true;
     }
   }
-  auto by_place = [](const MapSlot& a, const MapSlot& b) {
-    return a.param != b.param ? a.param < b.param : a.offset < b.offset;
-  };
-  std::sort(k->maps.begin(), k->maps.end(), by_place);
-  std::sort(k->watch.begin(), k->watch.end(), by_place);
+  std::sort(k->maps.begin(), k->maps.end());
+  std::sort(k->watch.begin(), k->watch.end());
   k->named_only.assign(k->maps.size(), false);
   // Places a rule names: checked at that place on every launch, found by the search or not.
   for (const NamedPlace& n : named_places(tmaguard::rules(), k->rules)) {
-    const MapSlot slot{static_cast<uint32_t>(n.param), n.offset};
-    const bool fits = static_cast<std::size_t>(n.param) < sizes.size() &&
-                      n.offset + kTensorMapBytes <= sizes[static_cast<std::size_t>(n.param)];
-    if (!fits) {
-      const std::string what =
-          static_cast<std::size_t>(n.param) < sizes.size()
-              ? "is " + std::to_string(sizes[static_cast<std::size_t>(n.param)]) + " bytes"
-              : "does not exist (the kernel has " + std::to_string(sizes.size()) + " parameters)";
-      report_notice("named-place|" + n.rule + "|" + k->name + "|" + std::to_string(n.param) + "+" +
-                        std::to_string(n.offset),
-                    "warning",
-                    "rule " + n.rule + " names map " + n.map + " at param " + std::to_string(n.param) +
-                        (n.offset ? "+" + std::to_string(n.offset) : "") + " of kernel " + k->name + ", whose parameter " +
-                        std::to_string(n.param) + " " + what + ": no map can sit there, and the rule never applies");
+    const MapPlace& place = n.place;
+    const bool exists = place.param < sizes.size();
+    if (!exists || place.offset + kTensorMapBytes > sizes[place.param]) {
+      const std::string what = exists ? "is " + std::to_string(sizes[place.param]) + " bytes"
+                                      : "does not exist (the kernel has " + std::to_string(sizes.size()) + " parameters)";
+      report_notice("named-place|" + n.rule + "|" + k->name + "|" + to_string(place), "warning",
+                    "rule " + n.rule + " names map " + n.map + " at param " + to_string(place) + " of kernel " +
+                        k->name + ", whose parameter " + std::to_string(place.param) + " " + what +
+                        ": no map can sit there, and the rule never applies");
       continue;
     }
-    if (std::find(k->maps.begin(), k->maps.end(), slot) != k->maps.end()) continue;
-    k->maps.push_back(slot);
+    if (std::find(k->maps.begin(), k->maps.end(), place) != k->maps.end()) continue;
+    k->maps.push_back(place);
     k->named_only.push_back(true);
-    k->watch.erase(std::remove(k->watch.begin(), k->watch.end(), slot), k->watch.end());
+    k->watch.erase(std::remove(k->watch.begin(), k->watch.end(), place), k->watch.end());
   }
+
 }
 
 // `stale`: the facts this search replaces (its search count and watched places carry over), or nullptr.
@@ -160,7 +152,7 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* 
   std::vector<std::string> notes;
   k->rules = rules_for_kernel(tmaguard::rules(), k->name, &notes);
   for (const std::string& n : notes) report_notice("pattern-limit|" + n, "warning", n);
-  find_maps(k, args, stale ? stale->watch : std::vector<MapSlot>{});
+  find_maps(k, args, stale ? stale->watch : std::vector<MapPlace>{});
   if (k->searches >= kMaxSearches && (k->search_pending || !k->watch.empty())) {
     report_notice("searches|" + k->name, "warning",
                   "kernel " + k->name + "'s parameters changed where maps could appear on " +
@@ -194,9 +186,9 @@ FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
   // The front entry carries up to seven whole-parameter slots with an index below 256, or up to three slots inside
   // parameters as (index, offset / 64) pairs; anything else is read from the KernelInfo (2-CTA FA4 has nine maps;
   // a kernel with watched places or places only rules name).
-  const std::vector<MapSlot>& m = info->maps;
-  const bool whole = std::all_of(m.begin(), m.end(), [](const MapSlot& s) { return s.offset == 0 && s.param < 256; });
-  const bool pairs = std::all_of(m.begin(), m.end(), [](const MapSlot& s) {
+  const std::vector<MapPlace>& m = info->maps;
+  const bool whole = std::all_of(m.begin(), m.end(), [](const MapPlace& s) { return s.offset == 0 && s.param < 256; });
+  const bool pairs = std::all_of(m.begin(), m.end(), [](const MapPlace& s) {
     return s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 256;
   });
   const bool plain = !info->search_pending && info->watch.empty() &&
@@ -245,12 +237,11 @@ bool replace_info(uintptr_t key, const KernelInfo* stale, const KernelInfo* fres
 
 bool needs_research(const KernelInfo& k, const LaunchArgs& args) {
   if (k.search_pending) return true;
-  for (const MapSlot& w : k.watch) {
-    if (still_empty(k.layout, w, args)) continue;
+  for (const MapPlace& w : k.watch) {
     // No longer empty: a map now, or other data (a union's other variant, a list rewritten per launch). Only a map
     // is worth a search; other data leaves the place watched.
     const uint8_t* b = map_bytes(k.layout, w, args);
-    if (!b || (may_hold_map(b) && plausible_map(decode(b)))) return true;
+    if (watched_place_may_hold_map(b) && (!b || plausible_map(decode(b)))) return true;
   }
   return false;
 }
@@ -343,14 +334,14 @@ bool clean_cache_contains(uint64_t key) {
 void clean_cache_insert(uint64_t key) { g_clean[key & (kCleanSlots - 1)].store(key, std::memory_order_relaxed); }
 
 namespace {
-constexpr std::size_t kCleanMapSlots = 1 << 13;  // 64 KiB: maps, not launches
-std::atomic<uint64_t> g_clean_maps[kCleanMapSlots];
+constexpr std::size_t kCleanMapPlaces = 1 << 13;  // 64 KiB: maps, not launches
+std::atomic<uint64_t> g_clean_maps[kCleanMapPlaces];
 }  // namespace
 bool clean_map_contains(uint64_t hash) {
-  return hash && g_clean_maps[hash & (kCleanMapSlots - 1)].load(std::memory_order_relaxed) == hash;
+  return hash && g_clean_maps[hash & (kCleanMapPlaces - 1)].load(std::memory_order_relaxed) == hash;
 }
 void clean_map_insert(uint64_t hash) {
-  g_clean_maps[hash & (kCleanMapSlots - 1)].store(hash, std::memory_order_relaxed);
+  g_clean_maps[hash & (kCleanMapPlaces - 1)].store(hash, std::memory_order_relaxed);
 }
 
 }  // namespace tmaguard

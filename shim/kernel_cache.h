@@ -20,11 +20,11 @@ struct KernelInfo {
   ParamLayout layout;      // every parameter's offset and size
   // Tensor-map candidates, in parameter then offset order: 128-byte parameters, maps found inside larger ones,
   // then the places rules name by parameter that held no map at the search (named_only, read on every launch).
-  std::vector<MapSlot> maps;
+  std::vector<MapPlace> maps;
   std::vector<bool> named_only;  // per entry of `maps`
   // Places inside larger parameters that held no map at the search and could later (launch.h: still_empty): when
   // one holds a map, the kernel is searched again, with that launch's bytes (other data there changes nothing).
-  std::vector<MapSlot> watch;
+  std::vector<MapPlace> watch;
   const void* owner = nullptr;    // its CUmodule (CUfunction) or CUlibrary (CUkernel); nullptr when unknown
   bool params_truncated = false;  // more parameters than tmaguard reads (kMaxParams): the rest were not checked
   bool search_pending = false;    // a parameter over 128 bytes not (fully) searched yet: the launch that built this
@@ -35,7 +35,7 @@ struct KernelInfo {
   mutable std::atomic<uint64_t> launches{0};
   mutable std::atomic<int> maps_in_params{0}, maps_in_structs{0}, template_maps{0};
 
-  bool embedded(const MapSlot& s) const { return layout.sizes[s.param] > kTensorMapBytes; }
+  bool embedded(const MapPlace& s) const { return layout.sizes[s.param] > kTensorMapBytes; }
 };
 
 //! Facts for a launch handle (CUfunction, or a CUkernel passed where a CUfunction is expected). Never null.

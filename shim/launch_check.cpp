@@ -36,7 +36,7 @@ void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMap
   uint64_t layout = std::hash<std::string>{}(k->name);
   for (const TensorMapParam& m : maps) {
     const TensorMapView& v = m.decoded.view;
-    layout = launch_key_fold(layout, (uint64_t{static_cast<uint32_t>(m.param_index)} << 32) | m.offset);
+    layout = launch_key_fold(layout, (uint64_t{m.place.param} << 32) | m.place.offset);
     if (!m.decoded.ok()) {
       layout = launch_key_fold(layout, 1);
       continue;
@@ -54,7 +54,7 @@ void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMap
   for (std::size_t i = 0; i < k->layout.offsets.size(); ++i)
     r.params.emplace_back(k->layout.offsets[i], k->layout.sizes[i]);
   for (std::size_t i = 0; i < maps.size(); ++i)
-    r.maps.push_back({static_cast<int>(i), maps[i].param_index, maps[i].offset, maps[i].embedded, maps[i].decoded,
+    r.maps.push_back({static_cast<int>(i), maps[i].place, maps[i].embedded, maps[i].decoded,
                       maps[i].decoded.ok() ? provenance_for(hashes[i]) : std::string()});
   report_inspect("inspect|" + std::to_string(layout), r);
   // The census at exit: what this kernel's last launch let tmaguard see.
@@ -112,8 +112,7 @@ std::vector<TensorMapParam> decode_needed(const Collected& c, bool all, std::vec
     const bool clean = clean_map_contains(c.hashes[i]);
     if (clean && !all) continue;
     TensorMapParam m;
-    m.param_index = static_cast<int>(c.kernel->maps[i].param);
-    m.offset = c.kernel->maps[i].offset;
+    m.place = c.kernel->maps[i];
     m.embedded = c.kernel->embedded(c.kernel->maps[i]);
     m.named_only = c.kernel->named_only[i];
     m.decoded = decode(c.bytes[i]);
@@ -131,12 +130,12 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   std::vector<bool> named(maps.size(), false);  // maps a finding names
   for (Finding& fd : findings)
     for (std::size_t i = 0; i < maps.size(); ++i)
-      if (maps[i].param_index == fd.param_index && maps[i].offset == fd.param_offset) {
+      if (fd.place == maps[i].place) {
         fd.provenance = provenance_for(hashes[i]);
         named[i] = true;
       }
   // A map the generic check found nothing in is remembered by its bytes (a finding may be about the kernel as a
-  // whole, param_index -1: that says nothing against any one map).
+  // whole, without a place: that says nothing against any one map).
   for (std::size_t i = 0; i < maps.size(); ++i)
     if (!named[i] && !known_clean[i] && maps[i].decoded.ok()) clean_map_insert(hashes[i]);
   // Launches a rule could not check are not remembered as clean: each one is counted in the summary. (They are
@@ -187,7 +186,7 @@ void census_of(const KernelInfo& k) {
   for (std::size_t p = 0; p < k.layout.sizes.size(); ++p) {
     if (k.layout.sizes[p] <= kTensorMapBytes) continue;
     const int n = static_cast<int>(
-        std::count_if(k.maps.begin(), k.maps.end(), [&](const MapSlot& s) { return s.param == p; }));
+        std::count_if(k.maps.begin(), k.maps.end(), [&](const MapPlace& s) { return s.param == p; }));
     r.large_params.push_back({static_cast<int>(p), k.layout.sizes[p], n});
   }
   report_census(r);

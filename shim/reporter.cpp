@@ -264,8 +264,7 @@ Verdict report_findings(std::vector<Finding>& findings) {
       for (std::size_t i = 0; i < findings.size(); ++i) {
         const Finding& f = findings[i];
         if (f.severity == Severity::kError) ++rep->by_rule[f.rule];
-        const std::string key = f.rule + '\x1f' + f.kernel + '\x1f' + std::to_string(f.param_index) + '\x1f' +
-                                std::to_string(f.param_offset);
+        const std::string key = f.rule + '\x1f' + f.kernel + '\x1f' + (f.place ? to_string(*f.place) : "-");
         if (rep->seen[key]++ > 0) continue;
         emit_locked(*rep, render_finding(f, context(*rep), actions[i], rep->cfg.format));
       }

@@ -77,10 +77,11 @@ int check_rules(const std::vector<std::string>& files, bool show_builtin) {
   return bad ? 1 : 0;
 }
 
-// "7" for a 128-byte parameter, "0+1152" for a map 1152 bytes into parameter 0.
+// A map's place as an inspect record gives it ("7", "0+1152": tmaguard::to_string's spelling).
 std::string where(const nlohmann::json& m) {
-  const int off = m.value("param_offset", 0);
-  return off ? fmt::format("{}+{}", m.value("param_index", -1), off) : fmt::format("{}", m.value("param_index", -1));
+  const int index = m.value("param_index", -1);
+  if (index < 0) return "?";
+  return tmaguard::to_string(tmaguard::MapPlace{static_cast<uint32_t>(index), m.value("param_offset", 0u)});
 }
 
 std::string short_name(const std::string& k) {

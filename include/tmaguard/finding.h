@@ -19,9 +19,8 @@ struct Finding {
   std::string rule;  // stable kebab-case id, e.g. "fa4-dk-not-k-major"
   Severity severity = Severity::kError;
   std::string kernel;         // full kernel name
-  std::string tensor;         // "dK", "dV" or "param N"
-  int param_index = -1;       // kernel parameter index, -1 when the finding is about the kernel as a whole
-  uint32_t param_offset = 0;  // byte offset of the map inside that parameter (0: the whole parameter)
+  std::string tensor;            // "dK", "dV" or "param N"
+  std::optional<MapPlace> place;  // where the map sits; none when the finding is about the kernel as a whole
   std::optional<TensorMapView> tensor_map;
   std::string expected;    // a sentence
   std::string observed;    // what was found instead
@@ -46,8 +45,7 @@ inline Finding make_finding(std::string rule, Severity severity, std::string_vie
   f.kernel = std::string(kernel);
   f.tensor = std::move(tensor);
   if (map) {
-    f.param_index = map->param_index;
-    f.param_offset = map->offset;
+    f.place = map->place;
     if (map->decoded.ok()) f.tensor_map = map->decoded.view;
   }
   return f;

@@ -8,22 +8,14 @@
 #include <optional>
 #include <vector>
 
+#include "tmaguard/place.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
 
-//! Where a tensor map sits among a kernel's parameters: a whole 128-byte parameter (offset 0), or a 128-byte
-//! window at `offset` inside a larger parameter (a CUTLASS Params struct).
-struct MapSlot {
-  uint32_t param = 0;
-  uint32_t offset = 0;
-  bool operator==(const MapSlot& o) const { return param == o.param && offset == o.offset; }
-};
-
 //! One tensor map of a launch, decoded, with where it came from.
 struct TensorMapParam {
-  int param_index = -1;
-  uint32_t offset = 0;  // byte offset inside the parameter (0 for a whole 128-byte parameter)
+  MapPlace place;
   DecodeResult decoded;
   bool embedded = false;    // a window inside a larger parameter (a CUTLASS Params struct)
   bool named_only = false;  // a place a rule names ("param:N+OFFSET") that the search did not find a map at: read on
@@ -54,15 +46,15 @@ struct LaunchArgs {
 //! buffer may be 16 bytes long).
 LaunchArgs parse_extra(void* const* extra, int max_pairs = 64);
 
-//! The 128 bytes of `slot` for this launch, or nullptr when the caller did not provide them (a NULL parameter
-//! pointer, a slot outside the declared buffer or outside the parameter's own size).
-inline const uint8_t* map_bytes(const ParamLayout& layout, const MapSlot& slot, const LaunchArgs& args) {
-  if (slot.param >= layout.sizes.size() || slot.offset + kTensorMapBytes > layout.sizes[slot.param]) return nullptr;
+//! The 128 bytes of `place` for this launch, or nullptr when the caller did not provide them (a NULL parameter
+//! pointer, a place outside the declared buffer or outside the parameter's own size).
+inline const uint8_t* map_bytes(const ParamLayout& layout, const MapPlace& place, const LaunchArgs& args) {
+  if (place.param >= layout.sizes.size() || place.offset + kTensorMapBytes > layout.sizes[place.param]) return nullptr;
   if (args.kernel_params) {
-    const auto* p = static_cast<const uint8_t*>(args.kernel_params[slot.param]);
-    return p ? p + slot.offset : nullptr;
+    const auto* p = static_cast<const uint8_t*>(args.kernel_params[place.param]);
+    return p ? p + place.offset : nullptr;
   }
-  const std::size_t off = layout.offsets[slot.param] + slot.offset;
+  const std::size_t off = layout.offsets[place.param] + place.offset;
   if (!args.buffer || off + kTensorMapBytes > args.buffer_size || off + kTensorMapBytes < off) return nullptr;
   return args.buffer + off;
 }
@@ -100,8 +92,8 @@ bool unjudged_template(const M& m) {
 //! at least 64-byte aligned, so its size is a multiple of 64 (PyTorch's foreach kernels pass 3 KiB lists of pointers
 //! and sizes, 8-byte aligned and rewritten on every launch, that must not cost a look per place per launch).
 struct StructSearch {
-  std::vector<MapSlot> maps;    // in parameter order and, inside a parameter, offset order
-  std::vector<MapSlot> watch;   // at most kMaxWatched, in the same order
+  std::vector<MapPlace> maps;   // in parameter order and, inside a parameter, offset order
+  std::vector<MapPlace> watch;  // at most kMaxWatched, in the same order
   bool incomplete = false;      // some places were not readable
   bool watch_truncated = false; // more empty places than kMaxWatched
 };
@@ -115,12 +107,22 @@ StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args);
 
 //! True when a watched place still cannot hold a map (its word 13 is 0), for this launch's bytes; false when it now
 //! could, or when its bytes are not available.
-inline bool still_empty(const ParamLayout& layout, const MapSlot& slot, const LaunchArgs& args) {
-  const uint8_t* b = map_bytes(layout, slot, args);
+inline bool still_empty(const ParamLayout& layout, const MapPlace& place, const LaunchArgs& args) {
+  const uint8_t* b = map_bytes(layout, place, args);
   if (!b) return false;
   uint32_t w13;
   __builtin_memcpy(&w13, b + kWord13Offset, 4);
   return w13 == 0;
+}
+
+//! Whether a watched place's bytes on this launch may now hold a map and deserve a full look (plausible_map): not
+//! available (nullptr), or word 13 no longer 0 and every reserved word clear. Other data (a list rewritten on every
+//! launch) costs two loads and no search. The launch fast path and the full check ask the same question.
+inline bool watched_place_may_hold_map(const uint8_t* b) {
+  if (!b) return true;
+  uint32_t w13;
+  __builtin_memcpy(&w13, b + kWord13Offset, 4);
+  return w13 != 0 && may_hold_map(b);
 }
 
 // ---- the clean-launch key: ONE definition, used by the launch fast path and by the full check alike. A key
@@ -130,7 +132,7 @@ inline bool still_empty(const ParamLayout& layout, const MapSlot& slot, const La
 inline uint64_t launch_key_fold(uint64_t key, uint64_t map_hash) {
   return key ^ (map_hash + 0x9e3779b97f4a7c15ULL + (key << 6) + (key >> 2));
 }
-//! The key of a launch: the kernel's identity folded with the content hash of each map, in slot order.
+//! The key of a launch: the kernel's identity folded with the content hash of each map, in place order.
 //! `bytes_of(i)` returns map i's bytes (nullptr: not available, and then there is no key). `hash_out`, when
 //! given, receives each map's hash for reuse (provenance lookups).
 template <typename BytesOf>

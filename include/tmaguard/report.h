@@ -44,9 +44,8 @@ struct InspectRecord {
   std::vector<std::pair<std::size_t, std::size_t>> params;  // (offset, size) of every parameter
   struct Map {
     int order = 0;  // position among the launch's tensor maps
-    int param_index = 0;
-    uint32_t param_offset = 0;  // bytes into the parameter (a map inside a Params struct)
-    bool embedded = false;
+    MapPlace place;
+    bool embedded = false;  // a map inside a larger parameter (a Params struct)
     DecodeResult decoded;
     std::string provenance;
   };

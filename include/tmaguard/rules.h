@@ -56,8 +56,7 @@ std::vector<int> rules_for_kernel(const RuleSet& rules, std::string_view kernel_
 //! applies to, whatever a search of the parameters found.
 struct NamedPlace {
   std::string rule, map;
-  int64_t param = 0;
-  uint32_t offset = 0;
+  MapPlace place;
 };
 std::vector<NamedPlace> named_places(const RuleSet& rules, const std::vector<int>& which);
 //! Runs the given rules on one launch's tensor-map parameters.

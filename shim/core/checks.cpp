@@ -51,8 +51,7 @@ const char* inline_hint(const TensorMapView& v) {
 void check_descriptor(std::string_view kernel, const TensorMapParam& m, const Arch& arch, std::vector<Finding>& out) {
   if (!m.decoded.ok()) return;
   const TensorMapView& v = m.decoded.view;
-  const std::string tensor =
-      m.offset ? fmt::format("param {}+{}", m.param_index, m.offset) : fmt::format("param {}", m.param_index);
+  const std::string tensor = "param " + to_string(m.place);
   if (v.encoder == Encoder::kUnknown) {  // said, never an error: which words could not be placed
     Finding f = make_finding("tmap-unknown-encoder", Severity::kWarning, kernel, tensor, &m);
     f.expected =

@@ -56,25 +56,24 @@ StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args) {
   StructSearch out;
   for (std::size_t p = 0; p < layout.sizes.size(); ++p) {
     if (layout.sizes[p] <= kTensorMapBytes) continue;
-    std::vector<MapSlot> empty;  // this parameter's empty places
+    std::vector<MapPlace> empty;  // this parameter's empty places
     const bool watchable = layout.sizes[p] % kMapStructAlignment == 0;
     for (const uint32_t r : window_offsets(layout, p)) {
-      const MapSlot slot{static_cast<uint32_t>(p), r};
-      const uint8_t* b = map_bytes(layout, slot, args);
+      const MapPlace place{static_cast<uint32_t>(p), r};
+      const uint8_t* b = map_bytes(layout, place, args);
       if (!b) {  // the caller did not provide this parameter's bytes (or not all of them)
         out.incomplete = true;
         break;
       }
       if (may_hold_map(b) && plausible_map(decode(b)))
-        out.maps.push_back(slot);
-      else if (watchable && still_empty(layout, slot, args))
-        empty.push_back(slot);
+        out.maps.push_back(place);
+      else if (watchable && still_empty(layout, place, args))
+        empty.push_back(place);
     }
     // A place that overlaps a map found here cannot hold another one (maps do not overlap): not watched.
-    for (const MapSlot& e : empty) {
-      const bool overlaps = std::any_of(out.maps.begin(), out.maps.end(), [&](const MapSlot& m) {
-        return m.param == e.param && m.offset < e.offset + kTensorMapBytes && e.offset < m.offset + kTensorMapBytes;
-      });
+    for (const MapPlace& e : empty) {
+      const bool overlaps =
+          std::any_of(out.maps.begin(), out.maps.end(), [&](const MapPlace& m) { return m.overlaps(e); });
       if (overlaps) continue;
       if (out.watch.size() < kMaxWatched)
         out.watch.push_back(e);

@@ -101,6 +101,13 @@ std::string ctx_text(const ProcessContext& c) {
                      c.host.empty() ? "" : " host=" + esc(c.host), c.time);
 }
 
+// A map's place as record fields, the one JSON spelling of a MapPlace (text records use to_string); a finding about
+// the kernel as a whole has param_index -1.
+void put_place(json& j, const std::optional<MapPlace>& p) {
+  j["param_index"] = p ? static_cast<int64_t>(p->param) : int64_t{-1};
+  j["param_offset"] = p ? p->offset : 0;
+}
+
 }  // namespace
 
 std::string format_time_utc(int64_t ms) {
@@ -120,8 +127,7 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
     j["severity"] = to_string(f.severity);
     j["kernel"] = f.kernel;
     j["tensor"] = f.tensor;
-    j["param_index"] = f.param_index;
-    j["param_offset"] = f.param_offset;
+    put_place(j, f.place);
     j["tensor_map"] = f.tensor_map ? map_json(*f.tensor_map) : json(nullptr);
     j["expected"] = f.expected;
     j["observed"] = f.observed;
@@ -132,8 +138,7 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
   }
   std::string s = fmt::format("tmaguard: {} {} [{}] action={} kernel={} tensor={}", event, esc(f.rule),
                               to_string(f.severity), action, esc(f.kernel), esc(f.tensor));
-  if (f.param_index >= 0)
-    s += f.param_offset ? fmt::format(" param={}+{}", f.param_index, f.param_offset) : fmt::format(" param={}", f.param_index);
+  if (f.place) s += " param=" + to_string(*f.place);
   s += fmt::format(": expected {}; observed {}. Hint: {}. ({})", esc(f.expected), esc(f.observed), esc(f.hint),
                    ctx_text(ctx));
   if (f.tensor_map) s += fmt::format("\ntmaguard:   {} tensor map: {}", esc(f.tensor), map_text(*f.tensor_map));
@@ -153,7 +158,8 @@ std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, Lo
     j["params"] = params;
     json maps = json::array();
     for (const auto& m : r.maps) {
-      json e{{"order", m.order}, {"param_index", m.param_index}, {"param_offset", m.param_offset}};
+      json e{{"order", m.order}};
+      put_place(e, m.place);
       if (m.embedded) e["embedded"] = true;
       if (unjudged_template(m)) e["template"] = true;
       if (m.decoded.ok())
@@ -170,9 +176,7 @@ std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, Lo
       fmt::format("tmaguard: inspect kernel={} grid={{{}}} block={{{}}} params={} tensor_maps={} ({})", esc(r.kernel),
                   fmt::join(r.grid, ","), fmt::join(r.block, ","), r.params.size(), r.maps.size(), ctx_text(ctx));
   for (const auto& m : r.maps) {
-    const std::string where = m.param_offset ? fmt::format("param {}+{}", m.param_index, m.param_offset)
-                                             : fmt::format("param {}", m.param_index);
-    s += fmt::format("\ntmaguard:   map {} ({}): {}", m.order, where,
+    s += fmt::format("\ntmaguard:   map {} (param {}): {}", m.order, to_string(m.place),
                      m.decoded.ok() ? map_text(m.decoded.view) : "not a tensor map: " + esc(m.decoded.not_a_map));
     if (!m.provenance.empty()) s += fmt::format("; provenance: {}", esc(m.provenance));
   }

@@ -25,16 +25,16 @@ namespace {
 // The map a name refers to on this launch, or nullptr when the launch has no such map. Order counts the launch's
 // maps only (a place a rule names that held no map when the kernel was searched is not one of them).
 const TensorMapParam* resolve(const MapRef& m, const std::vector<TensorMapParam>& maps) {
-  if (m.by_param) {
+  if (m.place) {
     for (const auto& x : maps)
-      if (x.param_index == m.index && x.offset == m.offset) return &x;
+      if (x.place == *m.place) return &x;
     return nullptr;
   }
   std::vector<const TensorMapParam*> counted;
   for (const auto& x : maps)
     if (!x.named_only) counted.push_back(&x);
   const auto n = static_cast<int64_t>(counted.size());
-  const int64_t i = m.index < 0 ? n + m.index : m.index;
+  const int64_t i = m.order < 0 ? n + m.order : m.order;
   return (i >= 0 && i < n) ? counted[static_cast<std::size_t>(i)] : nullptr;
 }
 
@@ -98,10 +98,9 @@ void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<Ten
     if (!p) return;
     // A place named by parameter that holds no map on this launch: said (once per rule, kernel and place, by the
     // reporter's dedupe), and the rule does not apply.
-    if (m.by_param && !p->decoded.ok() && !unjudged_template(*p)) {
+    if (m.place && !p->decoded.ok() && !unjudged_template(*p)) {
       Finding f = finding(r.id + "-map-undecodable", Severity::kWarning, m.name, p, "");
-      f.expected = fmt::format("'{}' (param {}{}) is a tensor map", m.name, m.index,
-                               m.offset ? fmt::format("+{}", m.offset) : "");
+      f.expected = fmt::format("'{}' (param {}) is a tensor map", m.name, to_string(*m.place));
       f.observed = p->decoded.not_a_map;
       f.hint = "the place this rule names holds no tensor map on this launch; the rule was not applied";
       out.push_back(std::move(f));
@@ -167,7 +166,7 @@ std::vector<NamedPlace> named_places(const RuleSet& rules, const std::vector<int
   for (int ri : which) {
     const Rule& r = rules.rules[static_cast<std::size_t>(ri)];
     for (const MapRef& m : r.maps)
-      if (m.by_param) out.push_back({r.id, m.name, m.index, m.offset});
+      if (m.place) out.push_back({r.id, m.name, *m.place});
   }
   return out;
 }

@@ -66,9 +66,8 @@ const CheckKind* find_check_kind(std::string_view name);
 
 struct MapRef {
   std::string name;
-  bool by_param = false;
-  int64_t index = 0;    // order among maps (negative from the end) or parameter index
-  uint32_t offset = 0;  // "param:N+OFFSET": a map inside parameter N, OFFSET bytes in
+  int64_t order = 0;              // order among the launch's maps (negative from the end), when `place` is not set
+  std::optional<MapPlace> place;  // "param:N" or "param:N+OFFSET": the map at that place
 };
 
 //! A compiled kernel_glob / kernel_regex (rules_match.cpp).

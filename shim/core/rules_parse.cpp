@@ -229,8 +229,7 @@ class Parser {
     if (offset + static_cast<long>(kTensorMapBytes) > kParamSpaceBytes)
       return fmt::format("names offset {}: a 128-byte map there ends past the {}-byte parameter space", offset,
                          kParamSpaceBytes);
-    m.index = index;
-    m.offset = static_cast<uint32_t>(offset);
+    m.place = MapPlace{static_cast<uint32_t>(index), static_cast<uint32_t>(offset)};
     return "";
   }
 
@@ -244,13 +243,12 @@ class Parser {
       MapRef m;
       m.name = std::string(k.str());
       if (v.is_integer()) {
-        m.index = *v.value<int64_t>();
-        if (r.map_count && (m.index >= *r.map_count || m.index < -*r.map_count))
-          error(&v, fmt::format("map '{}' = {} in {} cannot exist with map_count = {}", m.name, m.index, where,
+        m.order = *v.value<int64_t>();
+        if (r.map_count && (m.order >= *r.map_count || m.order < -*r.map_count))
+          error(&v, fmt::format("map '{}' = {} in {} cannot exist with map_count = {}", m.name, m.order, where,
                                 *r.map_count));
       } else if (v.is_string() && v.value<std::string_view>()->rfind("param:", 0) == 0) {
         // "param:N" (a 128-byte parameter) or "param:N+OFFSET" (a map OFFSET bytes into parameter N).
-        m.by_param = true;
         const std::string_view text = *v.value<std::string_view>();
         if (const std::string why = parse_place(text.substr(6), m); !why.empty()) {
           error(&v, fmt::format("map '{}' in {}: \"{}\" {}", m.name, where, text, why));
@@ -412,9 +410,8 @@ std::vector<std::string> describe_rules(const RuleSet& rules) {
                                                       : fmt::format("kernel_regex '{}'", r.regex);
     std::vector<std::string> maps;
     for (const MapRef& m : r.maps) {
-      if (!m.by_param) maps.push_back(fmt::format("{} = map {}", m.name, m.index));
-      else if (m.offset) maps.push_back(fmt::format("{} = param {}+{}", m.name, m.index, m.offset));
-      else maps.push_back(fmt::format("{} = param {}", m.name, m.index));
+      maps.push_back(m.place ? fmt::format("{} = param {}", m.name, to_string(*m.place))
+                             : fmt::format("{} = map {}", m.name, m.order));
     }
     std::string line = fmt::format("rule '{}': {}", r.id, matcher);
     if (r.map_count) line += fmt::format(", {} maps", *r.map_count);

@@ -193,7 +193,7 @@ void core_fa4_rule(benchmark::State& st) {
   Env& e = env();
   std::vector<tmaguard::TensorMapParam> maps;
   for (int i = 0; i < 6; ++i)
-    maps.push_back({i + 1, 0, tmaguard::decode(reinterpret_cast<const uint8_t*>(&e.maps[i]))});
+    maps.push_back({{static_cast<uint32_t>(i + 1), 0}, tmaguard::decode(reinterpret_cast<const uint8_t*>(&e.maps[i]))});
   const auto rules = tmaguard::parse_rules(tmaguard::builtin_rules_text(), "built-in").rules;
   const std::string name = "kernel_FlashAttentionBackwardSm100_0";
   const auto which = tmaguard::rules_for_kernel(*rules, name);

@@ -28,7 +28,7 @@ TensorMapParam bshd(int param, uint64_t addr, uint64_t b, uint64_t s, uint64_t h
   a.swizzle = 3;
   uint8_t bytes[128];
   EXPECT_EQ(encode(a, bytes), 0);
-  return {param, 0, decode(bytes)};
+  return {{static_cast<uint32_t>(param), 0}, decode(bytes)};
 }
 
 const Arch kSm90{9, 0};  // the H200 the driver rules were measured on
@@ -140,7 +140,7 @@ TEST(Descriptor, BytesWithBlackwellBitsDecodeAndStayWarnings) {
   EXPECT_EQ(d.view.sm100_bits, 7u);
   for (const Arch& arch : {kSm90, kSm100, Arch{}}) {
     std::vector<Finding> out;
-    check_descriptor("k", {1, 0, d}, arch, out);
+    check_descriptor("k", {{1, 0}, d}, arch, out);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].severity, Severity::kWarning);
   }

@@ -118,7 +118,7 @@ Finding sample() {
   f.rule = "fa4-dk-not-k-major";
   f.kernel = "kernel_FlashAttentionBackwardSm100_0";
   f.tensor = "dK";
-  f.param_index = 8;
+  f.place = MapPlace{8, 0};
   TensorMapView v;
   v.dtype = DataType::kBF16;
   v.rank = 2;

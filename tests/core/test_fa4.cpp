@@ -41,7 +41,7 @@ TensorMapParam map(int param, uint64_t addr, const T& t, uint32_t inner_box = 64
   a.swizzle = inner_box * element_size(static_cast<DataType>(dtype)) >= 128 ? 3 : 2;
   uint8_t b[128];
   EXPECT_EQ(encode(a, b), 0) << validate_encode(a).message;
-  return {param, 0, decode(b)};
+  return {{static_cast<uint32_t>(param), 0}, decode(b)};
 }
 
 const char* kSm100Bwd = "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm100FlashAttentionBackwardSm100_object_at__x_0";
@@ -136,7 +136,7 @@ TEST(Fa4, TransposedDkOrDvIsAnErrorInEveryTmaStoredConfiguration) {
   ASSERT_EQ(j.findings.size(), 1u);
   const Finding& f = j.findings[0];
   EXPECT_EQ(f.tensor, "dK");
-  EXPECT_EQ(f.param_index, 7);
+  EXPECT_EQ(f.place, (MapPlace{7, 0}));
   EXPECT_EQ(f.expected, "dK K-major: innermost dimension (dim 0) equal to K's dim 0 = 128");
   EXPECT_EQ(f.observed,
             "dK dim 0 = 512 (dK dims {512,128,4,2}, K dims {128,512,4,2}): dK is transposed (MN-major; its contiguous "
@@ -163,7 +163,7 @@ TEST(Fa4, HeadDim256KernelIsGuardedGqaIncluded) {
     EXPECT_EQ(rules_of(judge(hd256(true, false, h_r), kHd256)), std::vector<std::string>({"fa4-dk-not-k-major!"}));
     const Judgement j = judge(hd256(false, true, h_r), kHd256);
     ASSERT_EQ(rules_of(j), std::vector<std::string>({"fa4-dv-not-k-major!"}));
-    EXPECT_EQ(j.findings[0].param_index, 16);
+    EXPECT_EQ(j.findings[0].place, (MapPlace{16, 0}));
     EXPECT_NE(j.findings[0].hint.find("The layout of dk/dv is not supported"), std::string::npos);
   }
   auto seven = hd256(false, false, 1);

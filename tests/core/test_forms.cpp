@@ -62,7 +62,7 @@ TEST(CuteDslForm, EveryGoldenVectorDecodesAsCuteDslAndReencodes) {
     // A healthy CuTe DSL map draws nothing from the generic checks on sm_90 or sm_100; inside a structure it counts.
     for (const int major : {9, 10}) {
       std::vector<Finding> out;
-      check_descriptor("k", {1, 0, r}, Arch{major, 0}, out);
+      check_descriptor("k", {{1, 0}, r}, Arch{major, 0}, out);
       EXPECT_TRUE(out.empty()) << out[0].rule << ": " << out[0].observed << "\n" << c.line;
     }
     EXPECT_TRUE(plausible_map(r)) << c.line;
@@ -93,7 +93,7 @@ TEST(CuteDslForm, ABrokenInlineEncodeIsJudgedByTheDriversRules) {
   ASSERT_EQ(r.view.encoder, Encoder::kCuteDsl);
   for (const int major : {9, 10}) {
     std::vector<Finding> out;
-    check_descriptor("k", {1, 0, r}, Arch{major, 0}, out);
+    check_descriptor("k", {{1, 0}, r}, Arch{major, 0}, out);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].rule, "tmap-driver-would-reject");
     EXPECT_EQ(out[0].severity, major == 9 ? Severity::kError : Severity::kWarning);
@@ -104,7 +104,7 @@ TEST(CuteDslForm, ABrokenInlineEncodeIsJudgedByTheDriversRules) {
   const DecodeResult null = decode(b);
   ASSERT_TRUE(null.ok());
   std::vector<Finding> out;
-  check_descriptor("k", {1, 0, null}, Arch{10, 0}, out);
+  check_descriptor("k", {{1, 0}, null}, Arch{10, 0}, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].rule, "tmap-null-address");
   EXPECT_EQ(out[0].severity, Severity::kError);
@@ -129,11 +129,11 @@ TEST(CuteDslForm, LargeTensorFlagIsKnownNotReserved) {
   ASSERT_TRUE(r.ok()) << r.not_a_map;
   EXPECT_TRUE(r.view.large_tensor_flag());
   std::vector<Finding> out;
-  check_descriptor("k", {1, 0, r}, Arch{9, 0}, out);
+  check_descriptor("k", {{1, 0}, r}, Arch{9, 0}, out);
   EXPECT_TRUE(out.empty());
   uint32_t w13 = 127u << 24;  // and now a box the driver refuses
   std::memcpy(b + 52, &w13, 4);
-  check_descriptor("k", {1, 0, decode(b)}, Arch{9, 0}, out);
+  check_descriptor("k", {{1, 0}, decode(b)}, Arch{9, 0}, out);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].severity, Severity::kWarning);
   EXPECT_NE(out[0].observed.find("large-tensor flag"), std::string::npos) << out[0].observed;
@@ -162,7 +162,7 @@ TEST(DeviceBuiltForm, EveryCapturedDescriptorDecodesAsDeviceBuilt) {
     }
     for (const int major : {9, 10}) {
       std::vector<Finding> out;
-      check_descriptor("k", {1, 0, r}, Arch{major, 0}, out);
+      check_descriptor("k", {{1, 0}, r}, Arch{major, 0}, out);
       EXPECT_TRUE(out.empty()) << out[0].rule << ": " << out[0].observed << "\n" << c.line;
     }
   }
@@ -187,7 +187,7 @@ TEST(UnknownForm, WarnsNamingTheWordsAndNeverErrs) {
   ASSERT_TRUE(r.ok()) << r.not_a_map;
   ASSERT_EQ(r.view.encoder, Encoder::kUnknown);
   std::vector<Finding> out;
-  check_descriptor("k", {1, 0, r}, Arch{9, 0}, out);
+  check_descriptor("k", {{1, 0}, r}, Arch{9, 0}, out);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].rule, "tmap-unknown-encoder");
   EXPECT_EQ(out[0].severity, Severity::kWarning);

@@ -57,14 +57,14 @@ TEST(StructMaps, MapsInsideAParamsStructAreFoundWhereTheyAre) {
   const StructSearch found = search_structs(layout, LaunchArgs{kp, nullptr, 0, true});
   const auto& slots = found.maps;
   ASSERT_EQ(slots.size(), 3u);
-  EXPECT_EQ(slots[0], (MapSlot{0, 128}));
-  EXPECT_EQ(slots[1], (MapSlot{0, 384}));
-  EXPECT_EQ(slots[2], (MapSlot{0, 1152}));
+  EXPECT_EQ(slots[0], (MapPlace{0, 128}));
+  EXPECT_EQ(slots[1], (MapPlace{0, 384}));
+  EXPECT_EQ(slots[2], (MapPlace{0, 1152}));
   EXPECT_FALSE(found.incomplete);
   // Empty places (word 13 zero) are watched: a map can appear there later. Places holding other fields are not.
-  EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), MapSlot{0, 896}), 1);
-  EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), MapSlot{0, 0}), 1) << "the shape fields end at +16";
-  for (const MapSlot& m : slots) EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), m), 0);
+  EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), MapPlace{0, 896}), 1);
+  EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), MapPlace{0, 0}), 1) << "the shape fields end at +16";
+  for (const MapPlace& m : slots) EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), m), 0);
   // The same in the extra form, bounded by the declared size: a buffer that ends before the last map hides it, and
   // the search says it is incomplete (it is made again when a launch provides the rest).
   std::vector<uint8_t> buffer(112 + 1792);

@@ -22,7 +22,7 @@ TensorMapParam map2d(int param, uint64_t addr, uint64_t d0, uint64_t d1, uint64_
   a.swizzle = swizzle;
   uint8_t b[128];
   EXPECT_EQ(encode(a, b), 0) << validate_encode(a).message;
-  return {param, 0, decode(b)};
+  return {{static_cast<uint32_t>(param), 0}, decode(b)};
 }
 
 std::string first_error(const std::string& text) {
@@ -136,7 +136,7 @@ TEST(RulesEval, InnermostAndDtypeWithActionOverrideAndHint) {
   ASSERT_EQ(out.size(), 1u) << "the dtype check of D is skipped once D failed";
   EXPECT_EQ(out[0].rule, "gemm-epilogue");
   EXPECT_EQ(out[0].tensor, "D");
-  EXPECT_EQ(out[0].param_index, 5);
+  EXPECT_EQ(out[0].place, (MapPlace{5, 0}));
   EXPECT_EQ(out[0].action, "reject");
   EXPECT_EQ(out[0].hint, "allocate D like C");
   EXPECT_TRUE(run(kGemm, "other_kernel", {c, c, d_mn}).empty());
@@ -402,7 +402,7 @@ allowed = ["driver"]
   EncodeArgs a = driver.decoded.view.encode_args();
   uint8_t b[128];
   ASSERT_EQ(encode_in_form(Encoder::kCuteDsl, a, b), 0);
-  const auto out = run(text, "k", {{2, 0, decode(b)}});
+  const auto out = run(text, "k", {{{2, 0}, decode(b)}});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].expected, "X written by driver");
   EXPECT_EQ(out[0].observed, "X is in the CuTe DSL form");

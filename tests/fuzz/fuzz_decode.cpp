@@ -10,7 +10,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size >= 128) {
-    const tmaguard::TensorMapParam p{1, 0, tmaguard::decode(data)};
+    const tmaguard::TensorMapParam p{{1, 0}, tmaguard::decode(data)};
     (void)tmaguard::content_hash(data);
     std::vector<tmaguard::Finding> out;
     for (const int major : {0, 9, 10}) tmaguard::check_descriptor("fuzz", p, tmaguard::Arch{major, 0}, out);

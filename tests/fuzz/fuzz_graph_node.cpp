@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!n.is_kernel) continue;
     const tmaguard::LaunchArgs args = n.kernel_params ? tmaguard::LaunchArgs{n.kernel_params, nullptr, 0, true}
                                                       : tmaguard::parse_extra(n.extra);
-    for (const tmaguard::MapSlot s : {tmaguard::MapSlot{0, 0}, tmaguard::MapSlot{1, 0}})
+    for (const tmaguard::MapPlace s : {tmaguard::MapPlace{0, 0}, tmaguard::MapPlace{1, 0}})
       if (const uint8_t* b = tmaguard::map_bytes(layout, s, args)) (void)tmaguard::decode(b);
   }
   return 0;

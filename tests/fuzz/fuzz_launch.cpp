@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     layout.sizes.push_back(sz);
     off += sz;
   }
-  std::vector<tmaguard::MapSlot> slots;
+  std::vector<tmaguard::MapPlace> slots;
   const unsigned nslots = in.take<uint8_t>() % 12;
   for (unsigned i = 0; i < nslots; ++i) slots.push_back({in.take<uint8_t>() % 26u, (in.take<uint16_t>() % 1200u)});
   // The argument memory: one exact-size allocation per parameter (kernelParams), or one buffer (extra).
@@ -68,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!a) return 0;
   std::vector<tmaguard::TensorMapParam> maps;
   for (std::size_t i = 0; i < bytes.size(); ++i)
-    maps.push_back({static_cast<int>(slots[i].param), slots[i].offset, tmaguard::decode(bytes[i])});
+    maps.push_back({slots[i], tmaguard::decode(bytes[i])});
   static const auto rules = tmaguard::parse_rules(tmaguard::builtin_rules_text(), "built-in").rules;
   for (const char* k : {"kernel_FlashAttentionBackwardSm100_0", "plain"})
     (void)tmaguard::judge_launch(*rules, tmaguard::rules_for_kernel(*rules, k), k, maps, tmaguard::Arch{9, 0});
