@@ -8,8 +8,7 @@
 // recursed for ever; the same mistake hung `import torch` under another shim.) RTLD_NEXT needs no routing: an
 // interposer in front of tmaguard finds tmaguard's own wrapper as "next". This file is built with -O2
 // -foptimize-sibling-calls and scripts/check_exports.sh verifies the forward compiles to a jump.
-#include "driver.h"
-#include "runtime.h"
+#include "intercept.h"
 
 extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, const char* symbol) {
   const tmaguard::DlsymFn real = tmaguard::real_dlsym();
@@ -18,6 +17,6 @@ extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, cons
                        1))
     return real(handle, symbol);  // tail call
   void* p = real(handle, symbol);
-  tmaguard::HookScope scope;  // route() may load nothing but must not recurse into us
-  return scope.nested() ? p : tmaguard::route(p);
+  const tmaguard::Intercepted call;  // route() may load nothing but must not recurse into us
+  return call.nested() ? p : tmaguard::route(p);
 }

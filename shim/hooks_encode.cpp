@@ -10,7 +10,7 @@
 
 #include <pthread.h>
 
-#include "driver.h"
+#include "intercept.h"
 #include "provenance.h"
 #include "reporter.h"
 #include "runtime.h"
@@ -88,10 +88,9 @@ void warn_once(EncodeApi api, int kind, Message&& message) {
 // The arguments are gathered only for new bytes or a failure, never for a repeat encode (Triton re-encodes every
 // launch).
 template <typename Gather>
-void after_encode(EncodeApi api, CUresult rc, const CUtensorMap* map, Gather&& gather) {
+void after_encode(const Intercepted& call, EncodeApi api, CUresult rc, const CUtensorMap* map, Gather&& gather) {
   if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_INVALID_VALUE) return;
-  HookScope scope;
-  if (scope.nested() || !armed()) return;
+  if (!call.active()) return;
   try {
     if (rc == CUDA_SUCCESS) {
       if (!map) return;
@@ -141,10 +140,9 @@ CUresult TG_WRAPPER(cuTensorMapEncodeTiled)(CUtensorMap* map, CUtensorMapDataTyp
                                             const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
                                             const cuuint32_t* es, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
                                             CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
-  auto real = TG_REAL(cuTensorMapEncodeTiled);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  TG_ENTER(cuTensorMapEncodeTiled);
   const CUresult rc = real(map, dt, rank, addr, dims, strides, box, es, il, sw, l2, oob);
-  after_encode(EncodeApi::kTiled, rc, map, [&] {
+  after_encode(call, EncodeApi::kTiled, rc, map, [&] {
     EncodeArgs a =
         encode_args(MapKind::kTiled, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2, oob);
     for (uint32_t i = 0; box && i < rank && i < kMaxRank; ++i) a.box[i] = box[i];
@@ -158,10 +156,9 @@ CUresult TG_WRAPPER(cuTensorMapEncodeIm2col)(CUtensorMap* map, CUtensorMapDataTy
                                              const int* upper, cuuint32_t cpp, cuuint32_t ppc, const cuuint32_t* es,
                                              CUtensorMapInterleave il, CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
                                              CUtensorMapFloatOOBfill oob) {
-  auto real = TG_REAL(cuTensorMapEncodeIm2col);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  TG_ENTER(cuTensorMapEncodeIm2col);
   const CUresult rc = real(map, dt, rank, addr, dims, strides, lower, upper, cpp, ppc, es, il, sw, l2, oob);
-  after_encode(EncodeApi::kIm2col, rc, map, [&] {
+  after_encode(call, EncodeApi::kIm2col, rc, map, [&] {
     EncodeArgs a =
         encode_args(MapKind::kIm2col, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il, sw, l2, oob);
     for (uint32_t i = 0; i + 2 < rank && i < 3; ++i) {
@@ -181,10 +178,9 @@ CUresult TG_WRAPPER(cuTensorMapEncodeIm2colWide)(CUtensorMap* map, CUtensorMapDa
                                                  CUtensorMapInterleave il, CUtensorMapIm2ColWideMode mode,
                                                  CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
                                                  CUtensorMapFloatOOBfill oob) {
-  auto real = TG_REAL(cuTensorMapEncodeIm2colWide);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  TG_ENTER(cuTensorMapEncodeIm2colWide);
   const CUresult rc = real(map, dt, rank, addr, dims, strides, lower_w, upper_w, cpp, ppc, es, il, mode, sw, l2, oob);
-  after_encode(EncodeApi::kIm2colWide, rc, map, [&] {
+  after_encode(call, EncodeApi::kIm2colWide, rc, map, [&] {
     EncodeArgs a = encode_args(MapKind::kIm2colWide, dt, rank, reinterpret_cast<uint64_t>(addr), dims, strides, es, il,
                                sw, l2, oob);
     a.lower_corner[0] = lower_w;
@@ -198,17 +194,12 @@ CUresult TG_WRAPPER(cuTensorMapEncodeIm2colWide)(CUtensorMap* map, CUtensorMapDa
 }
 
 CUresult TG_WRAPPER(cuTensorMapReplaceAddress)(CUtensorMap* map, void* addr) {
-  auto real = TG_REAL(cuTensorMapReplaceAddress);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  TG_ENTER(cuTensorMapReplaceAddress);
   const uint64_t before = map ? content_hash(reinterpret_cast<const uint8_t*>(map)) : 0;
   const CUresult rc = real(map, addr);
-  if (rc == CUDA_SUCCESS && map) {
-    HookScope scope;
-    if (!scope.nested() && armed()) {
-      const Provenance p = provenance_lookup(before);
-      if (p.api != EncodeApi::kNone)
-        provenance_record(content_hash(reinterpret_cast<const uint8_t*>(map)), {p.api, true});
-    }
+  if (rc == CUDA_SUCCESS && map && call.active()) {
+    const Provenance p = provenance_lookup(before);
+    if (p.api != EncodeApi::kNone) provenance_record(content_hash(reinterpret_cast<const uint8_t*>(map)), {p.api, true});
   }
   return rc;
 }

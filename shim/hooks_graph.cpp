@@ -3,18 +3,18 @@
 // never calls a launch API, so the node's parameters are the last chance. Launches during stream capture go
 // through the launch wrappers already. A rejected node is not added (or not updated): the call returns
 // CUDA_ERROR_INVALID_VALUE without reaching the driver.
-#include "driver.h"
 #include "graph_node.h"
+#include "intercept.h"
 #include "launch_check.h"
 
 namespace tmaguard {
 namespace {
 
 template <typename P>
-Verdict node_verdict(const P* p) {
+Verdict node_verdict(const Intercepted& call, const P* p) {
   const NodeLaunch n = node_launch(p);
   if (!n.is_kernel || !n.f) return Verdict::kRun;  // nothing to launch, or the driver refuses it itself
-  return check_launch(n.f, Geometry{n.gx, n.gy, n.gz, n.bx, n.by, n.bz}, n.kernel_params, n.extra);
+  return check_launch(call, n.f, Geometry{n.gx, n.gy, n.gz, n.bx, n.by, n.bz}, n.kernel_params, n.extra);
 }
 
 }  // namespace
@@ -23,12 +23,11 @@ Verdict node_verdict(const P* p) {
 using tmaguard::node_verdict;
 using tmaguard::Verdict;
 
-#define TG_GRAPH_CHECKED(name, verdict, params, ...)                          \
-  {                                                                           \
-    auto real = TG_REAL(name);                                                \
-    if (!real) return CUDA_ERROR_NOT_INITIALIZED;                             \
-    if (verdict(params) == Verdict::kReject) return CUDA_ERROR_INVALID_VALUE; \
-    return real(__VA_ARGS__);                                                 \
+#define TG_GRAPH_CHECKED(name, verdict, params, ...)                                \
+  {                                                                                 \
+    TG_ENTER(name);                                                                 \
+    if (verdict(call, params) == Verdict::kReject) return CUDA_ERROR_INVALID_VALUE; \
+    return real(__VA_ARGS__);                                                       \
   }
 
 // clang-format off

@@ -3,10 +3,9 @@
 //   client --> cuLaunchKernel (ours) --> fast path: a known kernel without maps, or maps whose bytes match this
 //                                        thread's last clean launch of it --> real cuLaunchKernel (tail call)
 //                                    \-> launch_rest: check_launch() (launch_check.cpp) --> run | reject | abort
-#include "driver.h"
+#include "intercept.h"
 #include "kernel_cache.h"
 #include "launch_check.h"
-#include "runtime.h"
 
 namespace tmaguard {
 namespace {
@@ -15,8 +14,8 @@ namespace {
 // inspecting (inspect mode records every layout, so every launch takes the full path), and no kernel facts
 // replaced since this thread's front cache was last validated (an unload frees handles the driver may reuse; a
 // deferred struct search gives a kernel more map slots).
-__attribute__((always_inline)) inline bool caches_usable() {
-  return t_hot.hook_depth == 0 && g_hot.state.load(std::memory_order_acquire) == kArmed &&
+__attribute__((always_inline)) inline bool caches_usable(bool nested) {
+  return !nested && g_hot.state.load(std::memory_order_acquire) == kArmed &&
          g_hot.mode.load(std::memory_order_relaxed) != static_cast<int>(Mode::kInspect) &&
          t_hot.kernel_epoch == g_hot.kernel_epoch.load(std::memory_order_relaxed);
 }
@@ -25,7 +24,7 @@ __attribute__((always_inline)) inline bool caches_usable() {
 // check, i.e. a repeated launch, on this thread, of a kernel without tensor-map parameters. It touches only the
 // lines listed in hot.h. False sends the launch to the wrapper's out-of-line rest.
 __attribute__((always_inline)) inline bool fast_pass(CUfunction f) {
-  if (__builtin_expect(!caches_usable(), 0)) return false;
+  if (__builtin_expect(!caches_usable(t_hot.hook_depth != 0), 0)) return false;
   const FrontEntry& e = front_slot(f);
   if (__builtin_expect(e.f != f || !e.info || e.n_maps != 0, 0)) return false;
   bump(t_hot.launches_seen);
@@ -79,13 +78,13 @@ __attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, void*
 
 // The rest, out of line: a kernel with tensor maps whose bytes match its last clean launch on this thread passes
 // after hashing them; anything else gets the full check. True: the launch may run.
-__attribute__((always_inline)) inline bool launch_may_run(CUfunction f, const Geometry& geom, void** params,
-                                                          void** extra) {
-  if (caches_usable()) {
+__attribute__((always_inline)) inline bool launch_may_run(const Intercepted& call, CUfunction f, const Geometry& geom,
+                                                          void** params, void** extra) {
+  if (caches_usable(call.nested())) {
     const FrontEntry& e = front_slot(f);
     if (e.f == f && e.info && maps_clean(e, params)) return true;
   }
-  return check_launch(f, geom, params, extra) == Verdict::kRun;
+  return check_launch(call, f, geom, params, extra) == Verdict::kRun;
 }
 
 }  // namespace
@@ -101,9 +100,8 @@ using tmaguard::launch_may_run;
   __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,  \
                                                                unsigned bx, unsigned by, unsigned bz, unsigned smem, \
                                                                CUstream s, void** params, void** extra) {            \
-    auto real = TG_REAL(name);                                                                                       \
-    if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                                    \
-    if (!launch_may_run(f, Geometry{gx, gy, gz, bx, by, bz}, params, extra)) return CUDA_ERROR_INVALID_VALUE;        \
+    TG_ENTER(name);                                                                                                  \
+    if (!launch_may_run(call, f, Geometry{gx, gy, gz, bx, by, bz}, params, extra)) return CUDA_ERROR_INVALID_VALUE;  \
     return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                                  \
   }                                                                                                                  \
   CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,        \
@@ -119,12 +117,11 @@ TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz)
 #define TG_LAUNCH_EX_WRAPPER(name)                                                                         \
   __attribute__((noinline)) static CUresult launch_rest_##name(const CUlaunchConfig* config, CUfunction f, \
                                                                void** params, void** extra) {              \
-    auto real = TG_REAL(name);                                                                             \
-    if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                          \
+    TG_ENTER(name);                                                                                        \
     const Geometry g = config ? Geometry{config->gridDimX,  config->gridDimY,  config->gridDimZ,           \
                                          config->blockDimX, config->blockDimY, config->blockDimZ}          \
                               : Geometry{};                                                                \
-    if (!launch_may_run(f, g, params, extra)) return CUDA_ERROR_INVALID_VALUE;                             \
+    if (!launch_may_run(call, f, g, params, extra)) return CUDA_ERROR_INVALID_VALUE;                       \
     return real(config, f, params, extra);                                                                 \
   }                                                                                                        \
   CUresult TG_WRAPPER(name)(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {     \
@@ -139,9 +136,8 @@ TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz)
   __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,  \
                                                                unsigned bx, unsigned by, unsigned bz, unsigned smem, \
                                                                CUstream s, void** params) {                          \
-    auto real = TG_REAL(name);                                                                                       \
-    if (!real) return CUDA_ERROR_NOT_INITIALIZED;                                                                    \
-    if (!launch_may_run(f, Geometry{gx, gy, gz, bx, by, bz}, params, nullptr)) return CUDA_ERROR_INVALID_VALUE;      \
+    TG_ENTER(name);                                                                                                  \
+    if (!launch_may_run(call, f, Geometry{gx, gy, gz, bx, by, bz}, params, nullptr)) return CUDA_ERROR_INVALID_VALUE;\
     return real(f, gx, gy, gz, bx, by, bz, smem, s, params);                                                         \
   }                                                                                                                  \
   CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,        \

@@ -2,29 +2,26 @@
 // a kernel loaded later; tmaguard forgets the kernels an unload frees, so a reused handle is looked up afresh
 // instead of being checked with another kernel's parameter layout (whose map indices could reach past its
 // parameters). Forgotten before and after the real call, so a launch racing with the unload leaves nothing stale.
-#include "driver.h"
+#include "intercept.h"
 #include "kernel_cache.h"
-#include "runtime.h"
 
 CUresult TG_WRAPPER(cuModuleUnload)(CUmodule module) {
-  auto real = TG_REAL(cuModuleUnload);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (tmaguard::armed_already()) tmaguard::forget_kernels_of(module);
+  TG_ENTER(cuModuleUnload);
+  if (call.active_if_started()) tmaguard::forget_kernels_of(module);
   const CUresult rc = real(module);
-  if (tmaguard::armed_already()) tmaguard::forget_kernels_of(module);
+  if (call.active_if_started()) tmaguard::forget_kernels_of(module);
   return rc;
 }
 
 CUresult TG_WRAPPER(cuLibraryUnload)(CUlibrary library) {
-  auto real = TG_REAL(cuLibraryUnload);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  TG_ENTER(cuLibraryUnload);
   // CUfunctions taken from the library's kernels (cuKernelGetFunction) belong to its context module.
   CUmodule module = nullptr;
-  if (auto get = TG_REAL(cuLibraryGetModule); get && tmaguard::armed_already()) {
+  if (auto get = TG_REAL(cuLibraryGetModule); get && call.active_if_started()) {
     if (get(&module, library) != CUDA_SUCCESS) module = nullptr;
   }
-  if (tmaguard::armed_already()) tmaguard::forget_kernels_of(library, module);
+  if (call.active_if_started()) tmaguard::forget_kernels_of(library, module);
   const CUresult rc = real(library);
-  if (tmaguard::armed_already()) tmaguard::forget_kernels_of(library, module);
+  if (call.active_if_started()) tmaguard::forget_kernels_of(library, module);
   return rc;
 }

@@ -12,6 +12,7 @@
 
 #include "counters.h"
 #include "device_arch.h"
+#include "intercept.h"
 #include "kernel_cache.h"
 #include "provenance.h"
 #include "reporter.h"
@@ -198,9 +199,8 @@ void report_census_at_exit() {
   if (armed_already() && mode() == Mode::kInspect) for_each_kernel(census_of);
 }
 
-Verdict check_launch(CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
-  HookScope scope;
-  if (scope.nested() || !armed()) return Verdict::kRun;
+Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
+  if (!call.active()) return Verdict::kRun;
   try {
     return check_launch_unguarded(f, geom, kernel_params, extra);
   } catch (const std::exception& e) {

@@ -7,13 +7,16 @@
 
 namespace tmaguard {
 
+class Intercepted;
+
 struct Geometry {
   unsigned gx, gy, gz, bx, by, bz;
 };
 
-//! Collects the launch's tensor maps, judges them (unless the same bytes were found clean before) and reports.
-//! kReject: the launch must not happen (reject mode); abort mode never returns after an error.
-Verdict check_launch(CUfunction f, const Geometry& geom, void** kernel_params, void** extra);
+//! Collects the launch's tensor maps, judges them (unless the same bytes were found clean before) and reports, when
+//! `call` (the wrapper's entry) is active. kReject: the launch must not happen (reject mode); abort mode never returns
+//! after an error.
+Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra);
 
 //! Inspect mode, at exit: one census record per kernel launched (what tmaguard could see of its tensor maps).
 void report_census_at_exit();
