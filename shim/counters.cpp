@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 
+#include "fork_locks.h"
 #include "hot.h"
 
 namespace tmaguard {
@@ -46,11 +47,26 @@ void thread_exit(void* p) {
   }
 }
 
+// fork: the registry lock is held across fork(); the child keeps only the forking thread and starts from zero.
+void fork_prepare() { g_mu.lock(); }
+void fork_parent() { g_mu.unlock(); }
+void fork_child() {
+  // The child starts its own account: its summary covers what it did after fork. Only the forking thread lives on.
+  g_exited = Counts{};
+  zero(t_hot);
+  if (g_threads) {
+    g_threads->clear();
+    if (t_hot.registered) g_threads->push_back(&t_hot);
+  }
+  g_mu.unlock();
+}
+
 }  // namespace
 
 bool counters_init() {
   // No lock here: a fork while this runs (on another thread, during initialisation) must not leave the child with
   // a held registry lock. The registry is published with one atomic store.
+  register_fork_lock(ForkLock::kCounters, {fork_prepare, fork_parent, fork_child});
   if (pthread_key_create(&g_key, thread_exit) != 0) return false;
   auto* fresh = new std::vector<ThreadHot*>;
   std::vector<ThreadHot*>* expected = nullptr;
@@ -74,19 +90,6 @@ Counts counts_total() {
   if (g_threads)
     for (const ThreadHot* t : *g_threads) add(c, *t);
   return c;
-}
-
-void counters_fork_prepare() { g_mu.lock(); }
-void counters_fork_parent() { g_mu.unlock(); }
-void counters_fork_child() {
-  // The child starts its own account: its summary covers what it did after fork. Only the forking thread lives on.
-  g_exited = Counts{};
-  zero(t_hot);
-  if (g_threads) {
-    g_threads->clear();
-    if (t_hot.registered) g_threads->push_back(&t_hot);
-  }
-  g_mu.unlock();
 }
 
 }  // namespace tmaguard

@@ -1,11 +1,10 @@
 // tmaguard shim: compute capability per context (cuCtxGetCurrent, cuCtxGetDevice, cuDeviceGetAttribute).
 #include "device_arch.h"
 
-#include <pthread.h>
-
 #include <mutex>
 
 #include "driver.h"
+#include "fork_locks.h"
 
 namespace tmaguard {
 namespace {
@@ -34,8 +33,7 @@ Arch query() {
 }  // namespace
 
 Arch current_arch() {
-  static std::once_flag fork_safe;  // never hold the lock across fork
-  std::call_once(fork_safe, [] { pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); }, [] { g_mu.unlock(); }); });
+  register_fork_lock(ForkLock::kDeviceArch, {[] { g_mu.lock(); }, [] { g_mu.unlock(); }, [] { g_mu.unlock(); }});
   auto get_ctx = TG_REAL(cuCtxGetCurrent);
   CUcontext ctx = nullptr;
   if (!get_ctx || get_ctx(&ctx) != CUDA_SUCCESS || !ctx) return {};

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <mutex>
 
-#include <pthread.h>
 
+#include "fork_locks.h"
 #include "intercept.h"
 #include "provenance.h"
 #include "reporter.h"
@@ -43,8 +43,7 @@ void range_unlock() { g_range_mu.unlock(); }
 // cuPointerGetAttribute, or one that refuses the question): then tmaguard makes no claim at all.
 enum class Allocation { kFound, kNotAllocated, kUnknown };
 Allocation allocation_of(uint64_t addr, Range* out) {
-  static std::once_flag fork_safe;  // never hold the lock across fork
-  std::call_once(fork_safe, [] { pthread_atfork(range_lock, range_unlock, range_unlock); });
+  register_fork_lock(ForkLock::kAllocationRanges, {range_lock, range_unlock, range_unlock});
   {
     std::lock_guard<std::mutex> lock(g_range_mu);
     for (const Range& r : g_ranges)

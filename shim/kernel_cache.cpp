@@ -1,8 +1,6 @@
 // tmaguard shim: the lock-free kernel-info table (forgetting what an unload frees) and the clean-launch cache.
 #include "kernel_cache.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -10,6 +8,7 @@
 #include <unordered_map>
 
 #include "driver.h"
+#include "fork_locks.h"
 #include "reporter.h"
 #include "runtime.h"
 #include "tmaguard/rules.h"
@@ -34,6 +33,13 @@ std::atomic<Slot*> g_slots_ptr{nullptr};  // allocated on first use (no work at 
 std::atomic<std::size_t> g_used{0};
 std::mutex g_overflow_mu;
 std::unordered_map<uintptr_t, const KernelInfo*>* g_overflow = nullptr;
+
+// The overflow lock, known to the fork handler before anyone takes it.
+std::mutex& overflow_lock() {
+  register_fork_lock(ForkLock::kKernelOverflow,
+                     {[] { g_overflow_mu.lock(); }, [] { g_overflow_mu.unlock(); }, [] { g_overflow_mu.unlock(); }});
+  return g_overflow_mu;
+}
 
 Slot* slots() {
   Slot* s = g_slots_ptr.load(std::memory_order_acquire);
@@ -225,7 +231,7 @@ bool replace_info(uintptr_t key, const KernelInfo* stale, const KernelInfo* fres
       return table[i].info.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel);
     }
   }
-  std::lock_guard<std::mutex> lock(g_overflow_mu);
+  std::lock_guard<std::mutex> lock(overflow_lock());
   if (!g_overflow) return false;
   auto it = g_overflow->find(key);
   if (it == g_overflow->end() || it->second != stale) return false;
@@ -285,11 +291,7 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
     delete built;
     if (expected == key) break;
   }
-  static std::once_flag fork_safe;  // never hold the overflow lock across fork
-  std::call_once(fork_safe, [] {
-    pthread_atfork([] { g_overflow_mu.lock(); }, [] { g_overflow_mu.unlock(); }, [] { g_overflow_mu.unlock(); });
-  });
-  std::lock_guard<std::mutex> lock(g_overflow_mu);
+  std::lock_guard<std::mutex> lock(overflow_lock());
   if (!g_overflow) g_overflow = new std::unordered_map<uintptr_t, const KernelInfo*>;
   auto it = g_overflow->find(key);
   if (it != g_overflow->end()) return it->second;
@@ -310,7 +312,7 @@ void forget_kernels_of(const void* owner, const void* module) {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(g_overflow_mu);
+    std::lock_guard<std::mutex> lock(overflow_lock());
     if (g_overflow)
       for (auto it = g_overflow->begin(); it != g_overflow->end();)
         it = doomed(it->second) ? g_overflow->erase(it) : ++it;
@@ -323,7 +325,7 @@ void for_each_kernel(void (*fn)(const KernelInfo&)) {
     for (std::size_t i = 0; i < kSlots; ++i)
       if (const KernelInfo* k = table[i].info.load(std::memory_order_acquire); live(k)) fn(*k);
   }
-  std::lock_guard<std::mutex> lock(g_overflow_mu);
+  std::lock_guard<std::mutex> lock(overflow_lock());
   if (g_overflow)
     for (const auto& entry : *g_overflow) fn(*entry.second);
 }

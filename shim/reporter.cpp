@@ -29,6 +29,7 @@
 #include <spdlog/sinks/base_sink.h>
 
 #include "counters.h"
+#include "fork_locks.h"
 #include "runtime.h"
 #include "tmaguard_version.h"
 
@@ -183,6 +184,21 @@ void emit_summary_locked(Reporter& rep) {
   rep.sink->to_stderr(render_summary(s, context(rep), rep.cfg.format) + "\n");
 }
 
+// fork: the reporter's lock is held across fork(); the child starts with empty dedupe and counts.
+void fork_prepare() { g_mu.lock(); }
+void fork_parent() { g_mu.unlock(); }
+void fork_child() {
+  if (Reporter* rep = g_rep.load(std::memory_order_acquire)) {
+    rep->seen.clear();
+    rep->by_rule.clear();
+    rep->not_checkable.clear();
+    rep->summary_written = false;
+    rep->sink->after_fork_child();
+  }
+  g_dropped.store(0, std::memory_order_relaxed);
+  g_mu.unlock();
+}
+
 }  // namespace
 
 bool reporter_open(const Config& cfg, std::string* error) {
@@ -199,6 +215,7 @@ bool reporter_open(const Config& cfg, std::string* error) {
     *error = std::string("cannot set up the log: ") + e.what();
     return false;
   }
+  register_fork_lock(ForkLock::kReporter, {fork_prepare, fork_parent, fork_child});
   g_rep.store(rep.release(), std::memory_order_release);  // no lock: a fork in the middle must not inherit one
   return true;
 }
@@ -287,20 +304,6 @@ Verdict report_findings(std::vector<Finding>& findings) {
   // Outside the lock: a SIGABRT handler that calls exit() runs the exit summary, which must not wait on us.
   if (abort_now) std::abort();
   return reject ? Verdict::kReject : Verdict::kRun;
-}
-
-void reporter_fork_prepare() { g_mu.lock(); }
-void reporter_fork_parent() { g_mu.unlock(); }
-void reporter_fork_child() {
-  if (Reporter* rep = g_rep.load(std::memory_order_acquire)) {
-    rep->seen.clear();
-    rep->by_rule.clear();
-    rep->not_checkable.clear();
-    rep->summary_written = false;
-    rep->sink->after_fork_child();
-  }
-  g_dropped.store(0, std::memory_order_relaxed);
-  g_mu.unlock();
 }
 
 }  // namespace tmaguard

@@ -11,7 +11,8 @@
 
 namespace tmaguard {
 
-//! Opens the log the configuration names (stderr when none). False with `error` set when it cannot be opened.
+//! Opens the log the configuration names (stderr when none) and registers the reporter's lock with the fork handler
+//! (the child starts with empty dedupe and counts). False with `error` set when it cannot be opened.
 bool reporter_open(const Config& cfg, std::string* error);
 
 //! Reports findings (deduplicated by rule, kernel, parameter) and applies the mode to error findings: kReject
@@ -28,10 +29,5 @@ void report_inspect(const std::string& key, const InspectRecord& record);
 void report_census(const CensusRecord& record);
 //! The exit summary (registered with atexit once the reporter is open).
 void report_summary_at_exit();
-
-// fork: the reporter's lock is held across fork(); the child starts with empty dedupe and counts.
-void reporter_fork_prepare();
-void reporter_fork_parent();
-void reporter_fork_child();
 
 }  // namespace tmaguard

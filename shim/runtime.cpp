@@ -1,4 +1,4 @@
-// tmaguard shim: lazy initialisation state machine and fork orchestration.
+// tmaguard shim: lazy initialisation state machine, stopping before the first launch, and the exit reports.
 #include "runtime.h"
 
 #include <pthread.h>
@@ -33,20 +33,6 @@ std::atomic<bool> g_cannot_work_said{false};
 // The rules in force: written once by the initialising thread, then read-only. Deliberately never freed: other
 // threads read it without a lock until the process ends, exit handlers included.
 const std::shared_ptr<const RuleSet>* g_rules = nullptr;
-
-// fork: every module's lock is taken before fork() and released in both processes; the child resets its state.
-void fork_prepare() {
-  reporter_fork_prepare();
-  counters_fork_prepare();
-}
-void fork_parent() {
-  counters_fork_parent();
-  reporter_fork_parent();
-}
-void fork_child() {
-  counters_fork_child();
-  reporter_fork_child();
-}
 
 // At exit: inspect mode's census, then the summary.
 void exit_reports() {
@@ -113,12 +99,9 @@ bool init() {
   g_rules = new std::shared_ptr<const RuleSet>(std::move(rules));
   g_hot.mode.store(static_cast<int>(cfg.mode), std::memory_order_relaxed);
   // Once per process image: a child that re-initialises (it was forked while its parent initialised) inherits
-  // whatever its parent registered before the fork, and handlers registered twice would lock twice.
+  // what its parent registered before the fork. (Fork handling: fork_locks.h; each module registers its lock.)
   static std::atomic<bool> registered{false};
-  if (!registered.exchange(true)) {
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-    std::atexit(exit_reports);
-  }
+  if (!registered.exchange(true)) std::atexit(exit_reports);
   return !g_cannot_work_said.load();
 }
 

@@ -1,0 +1,29 @@
+// tmaguard shim: the one fork handler (as sanitizer runtimes have one before/after-fork with an ordered lock list).
+// Every lock tmaguard takes is listed in ForkLock, in the order fork() takes them: the order locks nest in (a thread
+// holding one may take a later one, never an earlier one). A module registers its lock's handlers once, before its
+// first use of the lock; the handler takes every registered lock in that order before fork() and releases them in
+// reverse order in both processes, the child resetting what it inherited. A new lock gets a row here.
+#pragma once
+
+namespace tmaguard {
+
+enum class ForkLock : int {
+  kKernelOverflow,    // kernel_cache.cpp: held while a kernel's facts are built, which may report a notice
+  kReporter,          // reporter.cpp: held while a record is written, which may read the counters
+  kCounters,          // counters.cpp: the thread registry
+  kAllocationRanges,  // hooks_encode.cpp: the allocation-range cache (a leaf)
+  kDeviceArch,        // device_arch.cpp: compute capability per context (a leaf)
+  kCount
+};
+
+struct ForkHandlers {
+  void (*prepare)();  // takes the lock
+  void (*parent)();   // releases it
+  void (*child)();    // resets what the child inherited, then releases it
+};
+
+//! Registers one lock's handlers; a lock registered again keeps its first handlers. The first registration in a
+//! process image installs the one pthread_atfork handler (a forked child inherits both).
+void register_fork_lock(ForkLock which, ForkHandlers handlers);
+
+}  // namespace tmaguard
