@@ -4,6 +4,10 @@
 #  - no <dlfcn.h>, getenv, <cuda.h> or spdlog in the core                                    [a core that cannot be unit-tested
 #                                                                                             or fuzzed without a process/driver]
 #  - the stand-in driver (tests/fake_cuda) exports every row of shim/entry_points.def       [tests that skip an entry point]
+#  - the README's list of wrapped entry points names every TG_ENTRY row (_ptsz and _v2 under their base name)
+#                                                                                            [docs that drift from the code]
+# (The export list and the stand-in's cuGetProcAddress table are generated from the rows; check_exports.sh reads the
+# library's exports against them.)
 # Usage: scripts/check_layers.sh SOURCE_ROOT STAND_IN_LIBCUDA
 set -u
 root=${1:?source root}; fake=${2:?stand-in libcuda.so.1}
@@ -27,4 +31,10 @@ have=$(nm -D --defined-only "$fake" | awk '{print $NF}' | sed 's/@.*//' | sort)
 missing=$(comm -23 <(echo "$want") <(echo "$have"))
 if [ -z "$missing" ]; then pass "the stand-in driver exports all $(echo "$want" | wc -l) entry points of entry_points.def"
 else bad "the stand-in driver lacks: $(echo $missing)"; echo "    fix: define them in tests/fake_cuda/fake_cuda.cpp"; fi
+wrapped=$(grep -oE '^TG_ENTRY\([A-Za-z0-9_]+' "$root/shim/entry_points.def" | sed -E 's/^TG_ENTRY\(//; s/_(ptsz|v2)$//' |
+          sort -u)
+readme=$(sed -n '/^## How it works/,/^## /p' "$root/README.md")
+unlisted=$(for n in $wrapped; do echo "$readme" | grep -q "\`$n\`" || echo "$n"; done)
+if [ -z "$unlisted" ]; then pass "the README's How it works names all $(echo "$wrapped" | wc -l) wrapped entry points"
+else bad "the README's How it works does not name: $(echo $unlisted)"; echo "    fix: list them where it says Wrapped:"; fi
 exit $fail

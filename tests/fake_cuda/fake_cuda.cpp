@@ -19,8 +19,9 @@
 #include "tmaguard/tensormap.h"
 
 // Every entry point tmaguard interposes or calls (shim/entry_points.def), plus what test clients call besides. The
-// table below takes each one's address, so a row the stand-in does not define fails the link (-z defs). The
-// pre-12.4 build hides cuFuncGetParamInfo/cuKernelGetParamInfo with a version script (old_driver.map).
+// cuGetProcAddress table (kRows, below) takes each one's address, so a row the stand-in does not define fails the
+// link (-z defs). The pre-12.4 build hides cuFuncGetParamInfo/cuKernelGetParamInfo with a version script
+// (old_driver.map).
 #define FAKE_EXPORT(name, pfn) \
   extern "C" __attribute__((visibility("default"))) std::remove_pointer_t<pfn> fake_##name __asm__(#name);
 #define TG_ENTRY(name, pfn) FAKE_EXPORT(name, pfn)
@@ -34,17 +35,6 @@
 FAKE_ONLY_ENTRIES(FAKE_EXPORT)
 #undef TG_ENTRY
 #undef TG_REAL_ONLY
-
-namespace {
-#define FAKE_ADDRESS(name, pfn) reinterpret_cast<const void*>(&fake_##name),
-#define TG_ENTRY(name, pfn) FAKE_ADDRESS(name, pfn)
-#define TG_REAL_ONLY(name, pfn) FAKE_ADDRESS(name, pfn)
-[[maybe_unused]] const void* const kDefined[] = {
-#include "entry_points.def"
-    FAKE_ONLY_ENTRIES(FAKE_ADDRESS)};
-#undef TG_ENTRY
-#undef TG_REAL_ONLY
-}  // namespace
 
 namespace {
 
@@ -100,53 +90,83 @@ CUresult launch(const char* via, CUfunction f, void** params, void** extra) {
   return CUDA_SUCCESS;
 }
 
-struct ProcEntry {
+// What cuGetProcAddress finds, generated from the same rows (shim/entry_points.def and FAKE_ONLY_ENTRIES): each row
+// is a name, the ABI version in its PFN type (PFN_cuGraphAddKernelNode_v12000: 12000) and the function. A `_ptsz` row
+// is its base name's per-thread-default-stream variant; a `_v2` row is what its base name resolves to from its
+// version on; cuGetProcAddress itself is answered apart. The pre-12.4 and no-cuPointerGetAttribute builds leave out
+// what their version scripts hide.
+struct Row {
   const char* name;
-  int min_version;
+  const char* pfn;
   void* fn;
-  void* ptsz;
+};
+#define FAKE_ROW(name, pfn) {#name, #pfn, reinterpret_cast<void*>(&fake_##name)},
+#define TG_ENTRY(name, pfn) FAKE_ROW(name, pfn)
+#define TG_REAL_ONLY(name, pfn) FAKE_ROW(name, pfn)
+const Row kRows[] = {
+#include "entry_points.def"
+    FAKE_ONLY_ENTRIES(FAKE_ROW)};
+#undef TG_ENTRY
+#undef TG_REAL_ONLY
+
+bool hidden(const std::string& name) {
+#ifdef FAKE_OLD_DRIVER
+  if (name == "cuFuncGetParamInfo" || name == "cuKernelGetParamInfo") return true;
+#endif
+#ifdef FAKE_NO_POINTER_ATTRIBUTE
+  if (name == "cuPointerGetAttribute") return true;
+#endif
+  return name.rfind("cuGetProcAddress", 0) == 0;
+}
+
+struct ProcEntry {
+  std::string name;
+  int min_version = 0;
+  void* fn = nullptr;
+  void* ptsz = nullptr;
   int v2_version = 0;  // from this version on, the name resolves to its _v2 ABI
   void* v2 = nullptr;
 };
+
+// "PFN_cuLaunchKernel_v7000_ptsz" -> 7000
+int version_of(const std::string& pfn) {
+  const std::size_t v = pfn.rfind("_v");
+  return v == std::string::npos ? 0 : std::atoi(pfn.c_str() + v + 2);
+}
+
+const std::vector<ProcEntry>& procs() {
+  static const std::vector<ProcEntry> table = [] {
+    std::vector<ProcEntry> t;
+    auto entry = [&](const std::string& name) -> ProcEntry& {
+      for (ProcEntry& e : t)
+        if (e.name == name) return e;
+      t.push_back({name});
+      return t.back();
+    };
+    auto ends = [](const std::string& s, const char* suffix) {
+      const std::size_t n = std::strlen(suffix);
+      return s.size() > n && s.compare(s.size() - n, n, suffix) == 0;
+    };
+    for (const Row& r : kRows) {
+      const std::string name = r.name, pfn = r.pfn;
+      if (hidden(name)) continue;
+      if (ends(name, "_ptsz")) {
+        entry(name.substr(0, name.size() - 5)).ptsz = r.fn;
+      } else if (ends(name, "_v2")) {
+        ProcEntry& e = entry(name.substr(0, name.size() - 3));
+        e.v2 = r.fn;
+        e.v2_version = version_of(pfn);
+      } else {
+        ProcEntry& e = entry(name);
+        e.fn = r.fn;
+        e.min_version = version_of(pfn);
+      }
+    }
+    return t;
+  }();
+  return table;
+}
 #define P(x) reinterpret_cast<void*>(&fake_##x)
-const ProcEntry kProcs[] = {
-    {"cuInit", 2000, P(cuInit), nullptr},
-    {"cuDriverGetVersion", 2020, P(cuDriverGetVersion), nullptr},
-    {"cuGetErrorString", 6000, P(cuGetErrorString), nullptr},
-    {"cuLaunchKernel", 4000, P(cuLaunchKernel), P(cuLaunchKernel_ptsz)},
-    {"cuLaunchKernelEx", 11060, P(cuLaunchKernelEx), P(cuLaunchKernelEx_ptsz)},
-    {"cuLaunchCooperativeKernel", 9000, P(cuLaunchCooperativeKernel), P(cuLaunchCooperativeKernel_ptsz)},
-    {"cuTensorMapEncodeTiled", 12000, P(cuTensorMapEncodeTiled), nullptr},
-    {"cuTensorMapEncodeIm2col", 12000, P(cuTensorMapEncodeIm2col), nullptr},
-    {"cuTensorMapEncodeIm2colWide", 12080, P(cuTensorMapEncodeIm2colWide), nullptr},
-    {"cuTensorMapReplaceAddress", 12000, P(cuTensorMapReplaceAddress), nullptr},
-    {"cuFuncGetName", 12030, P(cuFuncGetName), nullptr},
-    {"cuKernelGetName", 12030, P(cuKernelGetName), nullptr},
-#ifndef FAKE_OLD_DRIVER
-    {"cuFuncGetParamInfo", 12040, P(cuFuncGetParamInfo), nullptr},
-    {"cuKernelGetParamInfo", 12040, P(cuKernelGetParamInfo), nullptr},
-#endif
-    {"cuKernelGetFunction", 12000, P(cuKernelGetFunction), nullptr},
-#ifndef FAKE_NO_POINTER_ATTRIBUTE
-    {"cuPointerGetAttribute", 4000, P(cuPointerGetAttribute), nullptr},
-#endif
-    {"cuModuleUnload", 2000, P(cuModuleUnload), nullptr},
-    {"cuLibraryUnload", 12000, P(cuLibraryUnload), nullptr},
-    {"cuFuncGetModule", 11000, P(cuFuncGetModule), nullptr},
-    {"cuKernelGetLibrary", 12050, P(cuKernelGetLibrary), nullptr},
-    {"cuLibraryGetModule", 12000, P(cuLibraryGetModule), nullptr},
-    {"cuCtxGetCurrent", 4000, P(cuCtxGetCurrent), nullptr},
-    {"cuCtxGetDevice", 2000, P(cuCtxGetDevice), nullptr},
-    {"cuDeviceGetAttribute", 2000, P(cuDeviceGetAttribute), nullptr},
-    {"cuGraphAddKernelNode", 10000, P(cuGraphAddKernelNode), nullptr, 12000, P(cuGraphAddKernelNode_v2)},
-    {"cuGraphKernelNodeSetParams", 10000, P(cuGraphKernelNodeSetParams), nullptr, 12000,
-     P(cuGraphKernelNodeSetParams_v2)},
-    {"cuGraphExecKernelNodeSetParams", 10010, P(cuGraphExecKernelNodeSetParams), nullptr, 12000,
-     P(cuGraphExecKernelNodeSetParams_v2)},
-    {"cuGraphAddNode", 12020, P(cuGraphAddNode), nullptr, 12030, P(cuGraphAddNode_v2)},
-    {"cuGraphNodeSetParams", 12020, P(cuGraphNodeSetParams), nullptr},
-    {"cuGraphExecNodeSetParams", 12020, P(cuGraphExecNodeSetParams), nullptr},
-};
 
 // Shared by both cuGetProcAddress forms. Semantics measured on an H200 (driver 580): unknown name -> status 1,
 // version too low -> status 2, both with SUCCESS and pfn NULL; a version far above the driver -> INVALID_VALUE.
@@ -163,8 +183,8 @@ CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
     set(CU_GET_PROC_ADDRESS_SUCCESS);
     return CUDA_SUCCESS;
   }
-  for (const ProcEntry& e : kProcs) {
-    if (std::strcmp(symbol, e.name) != 0) continue;
+  for (const ProcEntry& e : procs()) {
+    if (e.name != symbol || !e.fn) continue;
     if (version < e.min_version) {
       set(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
       return legacy ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
