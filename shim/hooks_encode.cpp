@@ -68,15 +68,13 @@ Allocation allocation_of(uint64_t addr, Range* out) {
 
 // Each (entry point, kind of warning) is reported once per process: a job that encodes thousands of host-pointer
 // maps gets one line, and the check of a repeat costs one atomic load (no formatting).
-constexpr int kNotAllocated = 6, kBeyondAllocation = 7;
-constexpr int kWarningKinds = 8;  // EncodeWarning values and the two above, all < 8
-constexpr int kEncodeApis = 4;    // EncodeApi values
-std::atomic<bool> g_warned[kEncodeApis][kWarningKinds];
+constexpr int kEncodeApis = 4;  // EncodeApi values
+std::atomic<bool> g_warned[kEncodeApis][kEncodeWarningKinds];
 
 template <typename Message>
-void warn_once(EncodeApi api, int kind, Message&& message) {
+void warn_once(EncodeApi api, EncodeWarning kind, Message&& message) {
   const int a = static_cast<int>(api);
-  if (a < 0 || a >= kEncodeApis || kind < 0 || kind >= kWarningKinds) return;
+  if (a < 0 || a >= kEncodeApis || kind <= kNoWarning || kind >= kEncodeWarningKinds) return;
   if (g_warned[a][kind].exchange(true, std::memory_order_relaxed)) return;
   report_notice(fmt::format("encode-warning|{}|{}", encode_api_name(api), kind), "encode-warning",
                 fmt::format("{} accepted, but {}", encode_api_name(api), message()));

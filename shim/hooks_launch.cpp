@@ -16,7 +16,7 @@ namespace {
 // deferred struct search gives a kernel more map slots).
 __attribute__((always_inline)) inline bool caches_usable(bool nested) {
   return !nested && g_hot.state.load(std::memory_order_acquire) == kArmed &&
-         g_hot.mode.load(std::memory_order_relaxed) != static_cast<int>(Mode::kInspect) &&
+         g_hot.mode.load(std::memory_order_relaxed) != Mode::kInspect &&
          t_hot.kernel_epoch == g_hot.kernel_epoch.load(std::memory_order_relaxed);
 }
 

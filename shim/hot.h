@@ -13,6 +13,7 @@
 namespace tmaguard {
 
 struct KernelInfo;
+enum class Mode;  // tmaguard/config.h
 
 //! Initialisation state (HotGlobals::state). Uninit -> Initing -> Armed | Disabled; read on every launch. While
 //! initialising, the word also holds the initialising process's pid (initing_state()), so that a child forked in
@@ -25,7 +26,7 @@ inline long initing_pid(uint64_t state) { return static_cast<long>(state >> 8); 
 //! their real pointers share the first line with `state` and `mode`.
 struct alignas(64) HotGlobals {
   std::atomic<uint64_t> state;         // InitState (with the initialiser's pid while initialising)
-  std::atomic<int> mode;               // Mode, valid once armed
+  std::atomic<Mode> mode;              // valid once armed
   std::atomic<uint32_t> kernel_epoch;  // bumped whenever kernel facts are replaced (a module/library unload, a
                                        // deferred struct search): per-thread caches must be dropped
   std::atomic<void*> real[48];         // the real driver's functions by EntryId (driver.h: kNotLookedUp, kMissing)

@@ -97,7 +97,7 @@ bool init() {
     return false;
   }
   g_rules = new std::shared_ptr<const RuleSet>(std::move(rules));
-  g_hot.mode.store(static_cast<int>(cfg.mode), std::memory_order_relaxed);
+  g_hot.mode.store(cfg.mode, std::memory_order_relaxed);
   // Once per process image: a child that re-initialises (it was forked while its parent initialised) inherits
   // what its parent registered before the fork. (Fork handling: fork_locks.h; each module registers its lock.)
   static std::atomic<bool> registered{false};

@@ -36,7 +36,7 @@ inline bool armed_already() { return g_hot.state.load(std::memory_order_acquire)
 //! tmaguard stepped aside, it returns false and the wrapper passes through.
 inline bool armed() { return armed_already() || detail::armed_slow(); }
 //! The mode in force (valid once armed() returned true).
-inline Mode mode() { return static_cast<Mode>(g_hot.mode.load(std::memory_order_relaxed)); }
+inline Mode mode() { return g_hot.mode.load(std::memory_order_relaxed); }
 
 //! tmaguard cannot work: says so once, in one line, on stderr, then steps aside for good.
 void report_cannot_work(const std::string& why);

@@ -86,18 +86,28 @@ EncodeArgs encode_args(MapKind kind, uint32_t dtype, uint32_t rank, uint64_t add
                        const uint64_t* strides, const uint32_t* element_strides, uint32_t interleave, uint32_t swizzle,
                        uint32_t l2_promotion, uint32_t oob_fill);
 
+//! The kinds of encode warning, so that repeats can be told apart without their text. The last two need the driver
+//! (where an address lives): the shim finds them (hooks_encode.cpp).
+enum EncodeWarning : int {
+  kNoWarning = 0,
+  kNullAddress,
+  kZeroStride,
+  kOverlappingRows,
+  kNotAllocated,
+  kBeyondAllocation,
+  kEncodeWarningKinds
+};
+
 //! Why the driver rejects a set of encode arguments; empty `field` means they are accepted.
 struct EncodeProblem {
-  std::string field;    // e.g. "boxDim[0]"
-  std::string message;  // one line: the value and the rule it breaks
-  int kind = 0;         // for encode_warnings(): an EncodeWarning, so repeats can be told apart without the text
+  std::string field;                // e.g. "boxDim[0]"
+  std::string message;              // one line: the value and the rule it breaks
+  EncodeWarning kind = kNoWarning;  // for encode_warnings() and aliasing()
   explicit operator bool() const { return !field.empty(); }
 };
 
 //! The first rule (in the driver's own order as measured on an H200, driver 580) that the arguments break.
 EncodeProblem validate_encode(const EncodeArgs& a);
-
-enum EncodeWarning : int { kNullAddress = 1, kZeroStride, kOverlappingRows };
 
 //! A template: every dim 1. CUTLASS's grouped and ptr-array GEMMs (PyTorch's torch._grouped_mm among them) encode one
 //! per operand and rewrite its address, dims and strides on the device before any use: its box, strides and address
