@@ -4,6 +4,8 @@
 #  - no <dlfcn.h>, getenv, <cuda.h> or spdlog in the core                                    [a core that cannot be unit-tested
 #                                                                                             or fuzzed without a process/driver]
 #  - the stand-in driver (tests/fake_cuda) exports every row of shim/entry_points.def       [tests that skip an entry point]
+#  - the shim's units include only units of their own layer or below (the order below; no cycle)
+#                                                                                            [a structure that erodes]
 #  - the README's list of wrapped entry points names every TG_ENTRY row (_ptsz and _v2 under their base name)
 #                                                                                            [docs that drift from the code]
 # (The export list and the stand-in's cuGetProcAddress table are generated from the rows; check_exports.sh reads the
@@ -31,6 +33,33 @@ have=$(nm -D --defined-only "$fake" | awk '{print $NF}' | sed 's/@.*//' | sort)
 missing=$(comm -23 <(echo "$want") <(echo "$have"))
 if [ -z "$missing" ]; then pass "the stand-in driver exports all $(echo "$want" | wc -l) entry points of entry_points.def"
 else bad "the stand-in driver lacks: $(echo $missing)"; echo "    fix: define them in tests/fake_cuda/fake_cuda.cpp"; fi
+# The shim's layers, bottom first: a unit (its .h and .cpp) may include units of its own layer or lower ones.
+layers=(
+  "hot cuda_names fork_locks graph_node stderr_io"  # words, names and leaves
+  "driver"                                          # the real driver (the only dlfcn user)
+  "counters provenance device_arch"                 # facts kept per process
+  "reporter"                                        # log, dedupe, actions, summary
+  "runtime"                                         # initialisation, armed(), the rules in force
+  "intercept kernel_cache"                          # the wrapper entry; kernel facts
+  "launch_check"                                    # collect -> judge -> report
+  "hooks_launch hooks_graph hooks_encode hooks_getproc hooks_dlsym hooks_module"  # the wrappers
+)
+declare -A level
+for i in "${!layers[@]}"; do for u in ${layers[$i]}; do level[$u]=$i; done; done
+up=""
+for f in "$root"/shim/*.cpp "$root"/shim/*.h; do
+  u=$(basename "$f"); u=${u%.*}
+  [ -n "${level[$u]+x}" ] || { up+="    $u: in no layer (add it to scripts/check_layers.sh)"$'\n'; continue; }
+  for inc in $(grep -oE '^#include "[a-z_]+\.h"' "$f" | sed -E 's/#include "([a-z_]+)\.h"/\1/'); do
+    [ "$inc" = "$u" ] && continue
+    [ -n "${level[$inc]+x}" ] || continue
+    [ "${level[$inc]}" -le "${level[$u]}" ] || up+="    $(basename "$f") includes $inc.h, a higher layer"$'\n'
+  done
+done
+if [ -z "$up" ]; then pass "the shim's ${#level[@]} units include only their own layer or lower ones (${#layers[@]} layers)"
+else bad "the shim's layering is broken:"; printf '%s' "$up"
+     echo "    fix: move what the lower unit needs down (stderr_io.h shows how), or pass it in"; fi
+
 wrapped=$(grep -oE '^TG_ENTRY\([A-Za-z0-9_]+' "$root/shim/entry_points.def" | sed -E 's/^TG_ENTRY\(//; s/_(ptsz|v2)$//' |
           sort -u)
 readme=$(sed -n '/^## How it works/,/^## /p' "$root/README.md")

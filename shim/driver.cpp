@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime.h"
+#include "stderr_io.h"
 
 namespace tmaguard {
 namespace {

@@ -33,6 +33,11 @@ struct alignas(64) HotGlobals {
 };
 extern HotGlobals g_hot;
 
+//! True once initialisation succeeded; never initialises (runtime.h: armed() does).
+inline bool armed_already() { return g_hot.state.load(std::memory_order_acquire) == kArmed; }
+//! The mode in force (valid once armed).
+inline Mode mode() { return g_hot.mode.load(std::memory_order_relaxed); }
+
 //! Per-thread cache of what the launch path needs to know about a kernel, so that a repeated launch never reads
 //! the shared kernel table or the KernelInfo (both usually cold after a trip through the driver).
 struct FrontEntry {

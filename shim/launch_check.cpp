@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <exception>
 #include <functional>
+#include <mutex>
+#include <cstdlib>
 
 #include "counters.h"
 #include "device_arch.h"
@@ -148,11 +150,17 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   return findings.empty() ? Verdict::kRun : report_findings(findings);
 }
 
+void report_census_at_exit();  // below
+
 Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
   ThreadHot& t = t_hot;
   register_thread();
   bump(t.launches_seen);
   const bool inspecting = mode() == Mode::kInspect;
+  if (inspecting) {
+    static std::once_flag census;
+    std::call_once(census, [] { std::atexit(report_census_at_exit); });
+  }
   Collected c;
   const bool collected = collect(f, kernel_params, extra, c);
   if (inspecting) c.kernel->launches.fetch_add(1, std::memory_order_relaxed);
@@ -193,11 +201,13 @@ void census_of(const KernelInfo& k) {
   report_census(r);
 }
 
-}  // namespace
-
+// At exit, in inspect mode: one census record per kernel launched. Registered on the first inspected launch, after
+// the exit summary was registered at initialisation, so it runs before the summary (atexit runs in reverse).
 void report_census_at_exit() {
   if (armed_already() && mode() == Mode::kInspect) for_each_kernel(census_of);
 }
+
+}  // namespace
 
 Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
   if (!call.active()) return Verdict::kRun;

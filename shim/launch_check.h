@@ -18,7 +18,4 @@ struct Geometry {
 //! after an error.
 Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra);
 
-//! Inspect mode, at exit: one census record per kernel launched (what tmaguard could see of its tensor maps).
-void report_census_at_exit();
-
 }  // namespace tmaguard

@@ -30,7 +30,8 @@
 
 #include "counters.h"
 #include "fork_locks.h"
-#include "runtime.h"
+#include "hot.h"
+#include "stderr_io.h"
 #include "tmaguard_version.h"
 
 namespace tmaguard {
@@ -82,7 +83,7 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
     ++lost_;
     return false;
   }
-  //! stderr, if it is still the one tmaguard first saw (runtime.h: write_stderr).
+  //! stderr, if it is still the one tmaguard first saw (stderr_io.h: write_stderr).
   bool to_stderr(const std::string& line) { return write_stderr(line); }
 
  protected:

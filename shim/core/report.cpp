@@ -148,11 +148,7 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
 
 std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, LogFormat format) {
   if (format == LogFormat::kJson) {
-    json j;
-    j["event"] = "inspect";
-    j["kernel"] = r.kernel;
-    j["grid"] = r.grid;
-    j["block"] = r.block;
+    json j{{"event", "inspect"}, {"kernel", r.kernel}, {"grid", r.grid}, {"block", r.block}};
     json params = json::array();
     for (const auto& [off, size] : r.params) params.push_back({{"offset", off}, {"size", size}});
     j["params"] = params;
@@ -185,14 +181,13 @@ std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, Lo
 
 std::string render_census(const CensusRecord& r, const ProcessContext& ctx, LogFormat format) {
   if (format == LogFormat::kJson) {
-    json j;
-    j["event"] = "census";
-    j["kernel"] = r.kernel;
-    j["launches"] = r.launches;
-    j["params"] = r.params;
-    j["maps_in_params"] = r.maps_in_params;
-    j["maps_in_structs"] = r.maps_in_structs;
-    j["template_maps"] = r.template_maps;
+    json j{{"event", "census"},
+           {"kernel", r.kernel},
+           {"launches", r.launches},
+           {"params", r.params},
+           {"maps_in_params", r.maps_in_params},
+           {"maps_in_structs", r.maps_in_structs},
+           {"template_maps", r.template_maps}};
     json large = json::array();
     for (const auto& p : r.large_params) large.push_back({{"param_index", p.param_index}, {"size", p.size}, {"maps", p.maps}});
     j["large_params"] = large;
