@@ -6,6 +6,8 @@
 #  - the stand-in driver (tests/fake_cuda) exports every row of shim/entry_points.def       [tests that skip an entry point]
 #  - the shim's units include only units of their own layer or below (the order below; no cycle)
 #                                                                                            [a structure that erodes]
+#  - every driver wrapper enters through TG_ENTER (intercept.h): no wrapper returns CUDA_ERROR_NOT_INITIALIZED or
+#    opens a HookScope of its own                                                           [preambles that drift apart]
 #  - the README's list of wrapped entry points names every TG_ENTRY row (_ptsz and _v2 under their base name)
 #                                                                                            [docs that drift from the code]
 # (The export list and the stand-in's cuGetProcAddress table are generated from the rows; check_exports.sh reads the
@@ -59,6 +61,12 @@ done
 if [ -z "$up" ]; then pass "the shim's ${#level[@]} units include only their own layer or lower ones (${#layers[@]} layers)"
 else bad "the shim's layering is broken:"; printf '%s' "$up"
      echo "    fix: move what the lower unit needs down (stderr_io.h shows how), or pass it in"; fi
+
+own=$(grep -HnE 'return CUDA_ERROR_NOT_INITIALIZED|HookScope' "$root"/shim/*.cpp "$root"/shim/*.h |
+      grep -vE '^[^:]*/(intercept|runtime)\.h:' | grep -v '^[^:]*:[0-9]*: *//' || true)
+if [ -z "$own" ]; then pass "every wrapper enters through TG_ENTER (no preamble of its own)"
+else bad "a wrapper has a preamble of its own:"; echo "$own" | sed 's/^/    /'
+     echo "    fix: start the wrapper with TG_ENTER(name) and ask \`call\` (intercept.h)"; fi
 
 wrapped=$(grep -oE '^TG_ENTRY\([A-Za-z0-9_]+' "$root/shim/entry_points.def" | sed -E 's/^TG_ENTRY\(//; s/_(ptsz|v2)$//' |
           sort -u)
