@@ -14,25 +14,14 @@ namespace {
 // inspecting (inspect mode records every layout, so every launch takes the full path), and no kernel facts
 // replaced since this thread's front cache was last validated (an unload frees handles the driver may reuse; a
 // deferred struct search gives a kernel more map slots).
-__attribute__((always_inline)) inline bool caches_usable(bool nested) {
-  return !nested && g_hot.state.load(std::memory_order_acquire) == kArmed &&
+__attribute__((always_inline)) inline bool caches_usable() {
+  return t_hot.hook_depth == 0 && g_hot.state.load(std::memory_order_acquire) == kArmed &&
          g_hot.mode.load(std::memory_order_relaxed) != Mode::kInspect &&
          t_hot.kernel_epoch == g_hot.kernel_epoch.load(std::memory_order_relaxed);
 }
 
-// The launch wrappers' fast path, inlined into each: true when the launch is known to be fine without the full
-// check, i.e. a repeated launch, on this thread, of a kernel without tensor-map parameters. It touches only the
-// lines listed in hot.h. False sends the launch to the wrapper's out-of-line rest.
-__attribute__((always_inline)) inline bool fast_pass(CUfunction f) {
-  if (__builtin_expect(!caches_usable(t_hot.hook_depth != 0), 0)) return false;
-  const FrontEntry& e = front_slot(f);
-  if (__builtin_expect(e.f != f || !e.info || e.n_maps != 0, 0)) return false;
-  bump(t_hot.launches_seen);
-  return true;
-}
-
 // A repeated launch whose tensor maps hash to the key of this kernel's last clean launch on this thread, and whose
-// watched places (kernel_cache.h) are still empty. Up to seven whole-parameter slots live in the front entry;
+// watched places (kernel_cache.h) still hold no map. Up to seven whole-parameter slots live in the front entry;
 // others come from the KernelInfo.
 __attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, void** params) {
   if (!params) return false;
@@ -76,75 +65,84 @@ __attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, void*
   return true;
 }
 
-// The rest, out of line: a kernel with tensor maps whose bytes match its last clean launch on this thread passes
-// after hashing them; anything else gets the full check. True: the launch may run.
-__attribute__((always_inline)) inline bool launch_may_run(const Intercepted& call, CUfunction f, const Geometry& geom,
-                                                          void** params, void** extra) {
-  if (caches_usable(call.nested())) {
-    const FrontEntry& e = front_slot(f);
-    if (e.f == f && e.info && maps_clean(e, params)) return true;
+// The launch wrappers' fast path, inlined into each, before TG_ENTER (it calls nothing and changes nothing but this
+// thread's counters): true when the launch is known to be fine without the full check, i.e. a repeated launch, on
+// this thread, of a kernel without tensor maps, or of one whose maps are byte for byte those of its last clean
+// launch here. It touches only the lines listed in hot.h and the maps' bytes. False sends the launch to the
+// wrapper's out-of-line rest, the full check.
+__attribute__((always_inline)) inline bool fast_pass(CUfunction f, void** params) {
+  if (__builtin_expect(!caches_usable(), 0)) return false;
+  const FrontEntry& e = front_slot(f);
+  if (__builtin_expect(e.f != f || !e.info, 0)) return false;
+  if (__builtin_expect(e.n_maps == 0, 1)) {
+    bump(t_hot.launches_seen);
+    return true;
   }
-  return check_launch(call, f, geom, params, extra) == Verdict::kRun;
+  return maps_clean(e, params);
 }
 
 }  // namespace
 }  // namespace tmaguard
 
+using tmaguard::check_launch;
 using tmaguard::fast_pass;
 using tmaguard::Geometry;
-using tmaguard::launch_may_run;
+using tmaguard::Verdict;
 
 // Each wrapper is a fast path that ends in a tail call, either to the driver or to its out-of-line rest (same
-// signature, so no argument is spilled on the way).
-#define TG_LAUNCH_WRAPPER(name)                                                                                      \
-  __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,  \
-                                                               unsigned bx, unsigned by, unsigned bz, unsigned smem, \
-                                                               CUstream s, void** params, void** extra) {            \
-    TG_ENTER(name);                                                                                                  \
-    if (!launch_may_run(call, f, Geometry{gx, gy, gz, bx, by, bz}, params, extra)) return CUDA_ERROR_INVALID_VALUE;  \
-    return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                                  \
-  }                                                                                                                  \
-  CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,        \
-                            unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params,          \
-                            void** extra) {                                                                          \
-    auto real = TG_REAL_IF_RESOLVED(name);                                                                           \
-    if (__builtin_expect(real && fast_pass(f), 1)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);   \
-    return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                    \
+// signature, so no argument is spilled on the way). The rest enters (TG_ENTER) and runs the full check.
+#define TG_LAUNCH_WRAPPER(name)                                                                                        \
+  __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \
+                                                               unsigned bx, unsigned by, unsigned bz, unsigned smem,   \
+                                                               CUstream s, void** params, void** extra) {              \
+    TG_ENTER(name);                                                                                                    \
+    const Geometry g{gx, gy, gz, bx, by, bz};                                                                          \
+    if (check_launch(call, f, g, params, extra) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                     \
+    return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                                    \
+  }                                                                                                                    \
+  CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,          \
+                            unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params,            \
+                            void** extra) {                                                                            \
+    auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
+    if (__builtin_expect(real && fast_pass(f, params), 1))                                                             \
+      return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                                  \
+    return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                      \
   }
 TG_LAUNCH_WRAPPER(cuLaunchKernel)
 TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz)
 
-#define TG_LAUNCH_EX_WRAPPER(name)                                                                         \
-  __attribute__((noinline)) static CUresult launch_rest_##name(const CUlaunchConfig* config, CUfunction f, \
-                                                               void** params, void** extra) {              \
-    TG_ENTER(name);                                                                                        \
-    const Geometry g = config ? Geometry{config->gridDimX,  config->gridDimY,  config->gridDimZ,           \
-                                         config->blockDimX, config->blockDimY, config->blockDimZ}          \
-                              : Geometry{};                                                                \
-    if (!launch_may_run(call, f, g, params, extra)) return CUDA_ERROR_INVALID_VALUE;                       \
-    return real(config, f, params, extra);                                                                 \
-  }                                                                                                        \
-  CUresult TG_WRAPPER(name)(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {     \
-    auto real = TG_REAL_IF_RESOLVED(name);                                                                 \
-    if (__builtin_expect(real && fast_pass(f), 1)) return real(config, f, params, extra);                  \
-    return launch_rest_##name(config, f, params, extra);                                                   \
+#define TG_LAUNCH_EX_WRAPPER(name)                                                                                     \
+  __attribute__((noinline)) static CUresult launch_rest_##name(const CUlaunchConfig* config, CUfunction f,             \
+                                                               void** params, void** extra) {                          \
+    TG_ENTER(name);                                                                                                    \
+    const Geometry g = config ? Geometry{config->gridDimX,  config->gridDimY,  config->gridDimZ,                       \
+                                         config->blockDimX, config->blockDimY, config->blockDimZ}                      \
+                              : Geometry{};                                                                            \
+    if (check_launch(call, f, g, params, extra) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                     \
+    return real(config, f, params, extra);                                                                             \
+  }                                                                                                                    \
+  CUresult TG_WRAPPER(name)(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {                 \
+    auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
+    if (__builtin_expect(real && fast_pass(f, params), 1)) return real(config, f, params, extra);                      \
+    return launch_rest_##name(config, f, params, extra);                                                               \
   }
 TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx)
 TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz)
 
-#define TG_LAUNCH_COOP_WRAPPER(name)                                                                                 \
-  __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,  \
-                                                               unsigned bx, unsigned by, unsigned bz, unsigned smem, \
-                                                               CUstream s, void** params) {                          \
-    TG_ENTER(name);                                                                                                  \
-    if (!launch_may_run(call, f, Geometry{gx, gy, gz, bx, by, bz}, params, nullptr)) return CUDA_ERROR_INVALID_VALUE;\
-    return real(f, gx, gy, gz, bx, by, bz, smem, s, params);                                                         \
-  }                                                                                                                  \
-  CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,        \
-                            unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params) {        \
-    auto real = TG_REAL_IF_RESOLVED(name);                                                                           \
-    if (__builtin_expect(real && fast_pass(f), 1)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params);          \
-    return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params);                                           \
+#define TG_LAUNCH_COOP_WRAPPER(name)                                                                                   \
+  __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \
+                                                               unsigned bx, unsigned by, unsigned bz, unsigned smem,   \
+                                                               CUstream s, void** params) {                            \
+    TG_ENTER(name);                                                                                                    \
+    const Geometry g{gx, gy, gz, bx, by, bz};                                                                          \
+    if (check_launch(call, f, g, params, nullptr) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                   \
+    return real(f, gx, gy, gz, bx, by, bz, smem, s, params);                                                           \
+  }                                                                                                                    \
+  CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,          \
+                            unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params) {          \
+    auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
+    if (__builtin_expect(real && fast_pass(f, params), 1)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params);    \
+    return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params);                                             \
   }
 TG_LAUNCH_COOP_WRAPPER(cuLaunchCooperativeKernel)
 TG_LAUNCH_COOP_WRAPPER(cuLaunchCooperativeKernel_ptsz)

@@ -6,6 +6,9 @@
 // when it is preloaded), so process-to-process drift (10-20% of a ~4 us launch on an H200 host) cancels out.
 // Without tmaguard both columns are the same function: their difference is the method's noise floor.
 // Prints "BENCH name direct_median_ns=.. direct_p99_ns=.. via_dlsym_median_ns=.. via_dlsym_p99_ns=.. pairs=..".
+// Then, for each launch, the same in batches: 400 pairs of 256 back-to-back launches, one batch through each
+// function (their order alternating), each batch timed whole; prints "BATCH name direct_ns=.. via_dlsym_ns=..
+// batches=.." with the median per-launch time of each side's batches.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -139,6 +142,30 @@ int main(int argc, char** argv) {
       if ((i & 127) == 127) cuCtxSynchronize();  // keep the launch queue short; not timed
     }
     report(k.name, direct, via);
+  }
+  constexpr int kBatch = 256, kBatches = 400;
+  for (const K& k : ks) {
+    std::vector<double> bd, bv;
+    auto batch = [&](PFN_cuLaunchKernel_v4000 fn) {
+      const auto t0 = clk::now();
+      for (int j = 0; j < kBatch; ++j) CK(fn(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, k.args, nullptr));
+      const auto t1 = clk::now();
+      CK(cuCtxSynchronize());  // not timed
+      return std::chrono::duration<double, std::nano>(t1 - t0).count() / kBatch;
+    };
+    for (int b = 0; b < kBatches; ++b) {
+      if (b & 1) {
+        bv.push_back(batch(launch_via));
+        bd.push_back(batch(launch_direct));
+      } else {
+        bd.push_back(batch(launch_direct));
+        bv.push_back(batch(launch_via));
+      }
+    }
+    std::sort(bd.begin(), bd.end());
+    std::sort(bv.begin(), bv.end());
+    std::printf("BATCH %s direct_ns=%.1f via_dlsym_ns=%.1f batches=%d\n", k.name, bd[bd.size() / 2], bv[bv.size() / 2],
+                kBatches);
   }
   CUtensorMap m;
   auto enc = [&](PFN_cuTensorMapEncodeTiled_v12000 fn, int i) {

@@ -443,11 +443,15 @@ def overhead():
     exe = os.path.join(ARGS.build, "gpu", "launch_bench")
     pat = re.compile(r"BENCH (\S+) direct_median_ns=([\d.]+) direct_p99_ns=([\d.]+) "
                      r"via_dlsym_median_ns=([\d.]+) via_dlsym_p99_ns=([\d.]+)")
+    batch_pat = re.compile(r"BATCH (\S+) direct_ns=([\d.]+) via_dlsym_ns=([\d.]+) batches=(\d+)")
     runs = {"without": [], "with": []}
+    batches = {"without": [], "with": []}
     for rep in range(ARGS.repeats):
         for which in (("without", "with") if rep % 2 == 0 else ("with", "without")):
             p, _, _ = run([exe, str(ARGS.launches)], guarded=(which == "with"), mode="abort")
             runs[which].append({m.group(1): tuple(float(x) for x in m.groups()[1:]) for m in pat.finditer(p.stdout)})
+            batches[which].append({m.group(1): (float(m.group(2)), float(m.group(3)), int(m.group(4)))
+                                   for m in batch_pat.finditer(p.stdout)})
     targets = {"launch_unmatched": 25, "launch_tma4": 150, "launch_fa4_6maps": 150, "launch_struct_3maps": 100,
                "launch_large_param": 25, "encode_tiled": 100}
     for name, target in targets.items():
@@ -465,6 +469,21 @@ def overhead():
                f"added {added:+.1f} ns per call (target <= {target}); median {d_med:.1f} -> {v_med:.1f} ns, "
                f"p99 {d99:.1f} -> {v99:.1f} ns; noise floor without tmaguard {floor:+.1f} ns; "
                f"{ARGS.launches} pairs x {ARGS.repeats} processes each way")
+    # Batches: 400 pairs of 256 back-to-back launches per process, one batch through the driver's own function and
+    # one through the wrapper; the per-launch difference of the medians, median over the processes. Targets: <= +10
+    # ns without maps, <= +60 ns with them.
+    for name, target in (("launch_unmatched", 10), ("launch_large_param", 10), ("launch_tma4", 60),
+                         ("launch_fa4_6maps", 60), ("launch_struct_3maps", 60)):
+        got = {w: [r[name] for r in batches[w] if name in r] for w in batches}
+        if not got["with"] or not got["without"]:
+            record("overhead, batches of 256", name, False, "no numbers")
+            continue
+        added = statistics.median(v[1] - v[0] for v in got["with"])
+        floor = statistics.median(v[1] - v[0] for v in got["without"])
+        record("overhead, batches of 256", name, added <= target,
+               f"added {added:+.1f} ns per launch (target <= {target}); per process {[f'{v[1] - v[0]:+.1f}' for v in got['with']]}; "
+               f"driver alone {statistics.median(v[0] for v in got['with']):.1f} ns; noise floor without tmaguard "
+               f"{floor:+.1f} ns; {got['with'][0][2]} batch pairs x {len(got['with'])} processes each way")
     # End to end: separate processes, alternating (without, with) and (with, without) pairs; each pair's ratio
     # cancels slow drift (GPU clocks, host load), and the median ratio decides.
     gpu = os.path.join(ARGS.root, "tests", "gpu")
