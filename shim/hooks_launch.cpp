@@ -1,8 +1,10 @@
 // tmaguard shim: the launch wrappers (cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and _ptsz).
 //
-//   client --> cuLaunchKernel (ours) --> fast path: a known kernel without maps, or maps whose bytes match this
-//                                        thread's last clean launch of it --> real cuLaunchKernel (tail call)
-//                                    \-> launch_rest: check_launch() (launch_check.cpp) --> run | reject | abort
+//   client --> cuLaunchKernel (ours) --> fast path: a known kernel without maps --> real cuLaunchKernel (tail call)
+//                                    \-> launch_rest: maps whose bytes match this thread's last clean launch of the
+//                                        kernel --> real cuLaunchKernel (tail call)
+//                                        \-> launch_checked: TG_ENTER, check_launch() (launch_check.cpp) --> run |
+//                                            reject | abort
 #include "intercept.h"
 #include "kernel_cache.h"
 #include "launch_check.h"
@@ -66,54 +68,65 @@ __attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, void*
 }
 
 // The launch wrappers' fast path, inlined into each, before TG_ENTER (it calls nothing and changes nothing but this
-// thread's counters): true when the launch is known to be fine without the full check, i.e. a repeated launch, on
-// this thread, of a kernel without tensor maps, or of one whose maps are byte for byte those of its last clean
-// launch here. It touches only the lines listed in hot.h and the maps' bytes. False sends the launch to the
-// wrapper's out-of-line rest, the full check.
-__attribute__((always_inline)) inline bool fast_pass(CUfunction f, void** params) {
+// thread's counters): true when the launch is known to be fine without any check, i.e. a repeated launch, on this
+// thread, of a kernel without tensor maps. It touches only the lines listed in hot.h, and it is small, so that the
+// wrapper needs no stack frame on its way to the driver. False sends the launch to the wrapper's out-of-line rest.
+__attribute__((always_inline)) inline bool fast_pass(CUfunction f) {
   if (__builtin_expect(!caches_usable(), 0)) return false;
   const FrontEntry& e = front_slot(f);
-  if (__builtin_expect(e.f != f || !e.info, 0)) return false;
-  if (__builtin_expect(e.n_maps == 0, 1)) {
-    bump(t_hot.launches_seen);
-    return true;
-  }
-  return maps_clean(e, params);
+  if (__builtin_expect(e.f != f || !e.info || e.n_maps != 0, 0)) return false;
+  bump(t_hot.launches_seen);
+  return true;
+}
+
+// The rest's first step, also before TG_ENTER: a repeated launch whose maps match its last clean launch here.
+__attribute__((always_inline)) inline bool clean_pass(CUfunction f, void** params) {
+  if (!caches_usable()) return false;
+  const FrontEntry& e = front_slot(f);
+  return e.f == f && e.info && maps_clean(e, params);
 }
 
 }  // namespace
 }  // namespace tmaguard
 
 using tmaguard::check_launch;
+using tmaguard::clean_pass;
 using tmaguard::fast_pass;
 using tmaguard::Geometry;
 using tmaguard::Verdict;
 
 // Each wrapper is a fast path that ends in a tail call, either to the driver or to its out-of-line rest (same
-// signature, so no argument is spilled on the way). The rest enters (TG_ENTER) and runs the full check.
+// signature, so no argument is spilled on the way). The rest passes a launch whose maps match its last clean launch
+// (again a tail call to the driver); anything else goes to the full check, which enters (TG_ENTER) first.
 #define TG_LAUNCH_WRAPPER(name)                                                                                        \
-  __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \
-                                                               unsigned bx, unsigned by, unsigned bz, unsigned smem,   \
-                                                               CUstream s, void** params, void** extra) {              \
+  __attribute__((noinline)) static CUresult launch_checked_##name(                                                     \
+      CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,       \
+      CUstream s, void** params, void** extra) {                                                                       \
     TG_ENTER(name);                                                                                                    \
     const Geometry g{gx, gy, gz, bx, by, bz};                                                                          \
     if (check_launch(call, f, g, params, extra) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                     \
     return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                                    \
   }                                                                                                                    \
+  __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \
+                                                               unsigned bx, unsigned by, unsigned bz, unsigned smem,   \
+                                                               CUstream s, void** params, void** extra) {              \
+    auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
+    if (real && clean_pass(f, params)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                 \
+    return launch_checked_##name(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                   \
+  }                                                                                                                    \
   CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,          \
                             unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params,            \
                             void** extra) {                                                                            \
     auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
-    if (__builtin_expect(real && fast_pass(f, params), 1))                                                             \
-      return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                                  \
+    if (__builtin_expect(real && fast_pass(f), 1)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);     \
     return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                      \
   }
 TG_LAUNCH_WRAPPER(cuLaunchKernel)
 TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz)
 
 #define TG_LAUNCH_EX_WRAPPER(name)                                                                                     \
-  __attribute__((noinline)) static CUresult launch_rest_##name(const CUlaunchConfig* config, CUfunction f,             \
-                                                               void** params, void** extra) {                          \
+  __attribute__((noinline)) static CUresult launch_checked_##name(const CUlaunchConfig* config, CUfunction f,          \
+                                                                  void** params, void** extra) {                       \
     TG_ENTER(name);                                                                                                    \
     const Geometry g = config ? Geometry{config->gridDimX,  config->gridDimY,  config->gridDimZ,                       \
                                          config->blockDimX, config->blockDimY, config->blockDimZ}                      \
@@ -121,27 +134,40 @@ TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz)
     if (check_launch(call, f, g, params, extra) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                     \
     return real(config, f, params, extra);                                                                             \
   }                                                                                                                    \
+  __attribute__((noinline)) static CUresult launch_rest_##name(const CUlaunchConfig* config, CUfunction f,             \
+                                                               void** params, void** extra) {                          \
+    auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
+    if (real && clean_pass(f, params)) return real(config, f, params, extra);                                          \
+    return launch_checked_##name(config, f, params, extra);                                                            \
+  }                                                                                                                    \
   CUresult TG_WRAPPER(name)(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {                 \
     auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
-    if (__builtin_expect(real && fast_pass(f, params), 1)) return real(config, f, params, extra);                      \
+    if (__builtin_expect(real && fast_pass(f), 1)) return real(config, f, params, extra);                              \
     return launch_rest_##name(config, f, params, extra);                                                               \
   }
 TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx)
 TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz)
 
 #define TG_LAUNCH_COOP_WRAPPER(name)                                                                                   \
-  __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \
-                                                               unsigned bx, unsigned by, unsigned bz, unsigned smem,   \
-                                                               CUstream s, void** params) {                            \
+  __attribute__((noinline)) static CUresult launch_checked_##name(                                                     \
+      CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,       \
+      CUstream s, void** params) {                                                                                     \
     TG_ENTER(name);                                                                                                    \
     const Geometry g{gx, gy, gz, bx, by, bz};                                                                          \
     if (check_launch(call, f, g, params, nullptr) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                   \
     return real(f, gx, gy, gz, bx, by, bz, smem, s, params);                                                           \
   }                                                                                                                    \
+  __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \
+                                                               unsigned bx, unsigned by, unsigned bz, unsigned smem,   \
+                                                               CUstream s, void** params) {                            \
+    auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
+    if (real && clean_pass(f, params)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params);                        \
+    return launch_checked_##name(f, gx, gy, gz, bx, by, bz, smem, s, params);                                          \
+  }                                                                                                                    \
   CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,          \
                             unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params) {          \
     auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
-    if (__builtin_expect(real && fast_pass(f, params), 1)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params);    \
+    if (__builtin_expect(real && fast_pass(f), 1)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params);            \
     return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params);                                             \
   }
 TG_LAUNCH_COOP_WRAPPER(cuLaunchCooperativeKernel)

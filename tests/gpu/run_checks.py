@@ -27,13 +27,13 @@ def record(section, name, ok, detail=""):
     print(f"[{'PASS' if ok else 'FAIL'}] {section}: {name} {detail}", flush=True)
 
 
-def run(argv, guarded=True, mode=None, log=None, timeout=300, extra_env=None):
+def run(argv, guarded=True, mode=None, log=None, timeout=300, extra_env=None, lib=None):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     for k in ("TMAGUARD_MODE", "TMAGUARD_LOG", "TMAGUARD_LOG_FORMAT"):
         env.pop(k, None)
     if guarded:
-        env["LD_PRELOAD"] = os.path.join(ARGS.build, "libtmaguard.so")
+        env["LD_PRELOAD"] = lib or os.path.join(ARGS.build, "libtmaguard.so")
         env["TMAGUARD_LOG_FORMAT"] = "json"
         if mode:
             env["TMAGUARD_MODE"] = mode
@@ -469,6 +469,27 @@ def overhead():
                f"added {added:+.1f} ns per call (target <= {target}); median {d_med:.1f} -> {v_med:.1f} ns, "
                f"p99 {d99:.1f} -> {v99:.1f} ns; noise floor without tmaguard {floor:+.1f} ns; "
                f"{ARGS.launches} pairs x {ARGS.repeats} processes each way")
+    # --baseline-lib: the same benches with another build of the library (an earlier commit) preloaded, in the same
+    # VM, interleaved with this build's processes: what a change did to the cost, free of host-to-host drift.
+    if ARGS.baseline_lib:
+        base = {"calls": [], "batches": []}
+        mine = {"calls": [], "batches": []}
+        for rep in range(ARGS.repeats):
+            for lib, into in ((ARGS.baseline_lib, base), (None, mine)) if rep % 2 == 0 else \
+                    ((None, mine), (ARGS.baseline_lib, base)):
+                p, _, _ = run([exe, str(ARGS.launches)], guarded=True, mode="abort", lib=lib)
+                into["calls"].append({m.group(1): float(m.group(4)) - float(m.group(2)) for m in pat.finditer(p.stdout)})
+                into["batches"].append({m.group(1): float(m.group(3)) - float(m.group(2))
+                                        for m in batch_pat.finditer(p.stdout)})
+        print(f"A/B against {ARGS.baseline_lib} ({ARGS.repeats} processes each, interleaved): added ns, median")
+        for name in ("launch_unmatched", "launch_large_param", "launch_tma4", "launch_fa4_6maps", "launch_struct_3maps"):
+            row = []
+            for kind in ("calls", "batches"):
+                b = [r[name] for r in base[kind] if name in r]
+                m = [r[name] for r in mine[kind] if name in r]
+                if b and m:
+                    row.append(f"{kind}: baseline {statistics.median(b):+.1f}, this build {statistics.median(m):+.1f}")
+            print(f"  {name:22} " + "; ".join(row))
     # Batches: 400 pairs of 256 back-to-back launches per process, one batch through the driver's own function and
     # one through the wrapper; the per-launch difference of the medians, median over the processes. Targets: <= +10
     # ns without maps, <= +60 ns with them.
@@ -607,6 +628,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--launches", type=int, default=100000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--baseline-lib", default=None,
+                    help="overhead: also measure this libtmaguard.so (an earlier build), interleaved, for an A/B")
     ap.add_argument("--e2e-pairs", type=int, default=6)
     ap.add_argument("--roundtrip-cases", type=int, default=20000)
     ap.add_argument("--only", default="")
