@@ -63,6 +63,8 @@ std::vector<NamedPlace> named_places(const RuleSet& rules, const std::vector<int
 void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
                     const std::vector<TensorMapParam>& maps, std::vector<Finding>& out,
                     std::vector<NotCheckable>* not_checkable = nullptr);
+//! The names of every check kind of the rule language, in the order the README's table lists them.
+std::vector<std::string> check_kind_names();
 std::size_t rule_count(const RuleSet& rules);
 //! One line per rule: its id, kernel matcher and how it addresses its maps ("D = map -1", "D = param 0+1152"), for
 //! check-rules.

@@ -252,6 +252,12 @@ const std::vector<CheckKind>& check_kinds() {
   return kinds;
 }
 
+std::vector<std::string> check_kind_names() {
+  std::vector<std::string> out;
+  for (const CheckKind& k : check_kinds()) out.emplace_back(k.name);
+  return out;
+}
+
 const CheckKind* find_check_kind(std::string_view name) {
   for (const CheckKind& k : check_kinds())
     if (name == k.name) return &k;

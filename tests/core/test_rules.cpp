@@ -1,7 +1,11 @@
 // The rule language: validation messages (file:line: what), kernel matching, every check kind, overrides.
+#include <fnmatch.h>
 #include <gtest/gtest.h>
 
-#include <fnmatch.h>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
 
 #include "tmaguard/rules.h"
 
@@ -230,6 +234,28 @@ map = "D"
   out = run(text, "k", {map2d(0, 0x7f0000000000ULL, 128, 64, 128)});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_NE(out[0].observed.find("rows overlap"), std::string::npos) << out[0].observed;
+}
+
+// Every check kind the language has is documented in the README's table of check kinds, and the table names no
+// kind the language lacks.
+TEST(RulesDocs, ReadmeTableListsEveryCheckKind) {
+  std::ifstream in(std::string(TG_SOURCE_DIR) + "/README.md");
+  const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t start = readme.find("| check `kind` |");
+  ASSERT_NE(start, std::string::npos) << "README.md has no table of check kinds";
+  const std::string table = readme.substr(start, readme.find("\n\n", start) - start);
+  std::set<std::string> documented;
+  std::istringstream rows(table);
+  std::string header, rule;
+  std::getline(rows, header);
+  std::getline(rows, rule);
+  for (std::string row; std::getline(rows, row);) {
+    const std::string first = row.substr(0, row.find(" |", 2));  // "| `a` / `b`"
+    for (std::size_t b = first.find('`'); b != std::string::npos; b = first.find('`', first.find('`', b + 1) + 1))
+      documented.insert(first.substr(b + 1, first.find('`', b + 1) - b - 1));
+  }
+  const std::vector<std::string> names = check_kind_names();
+  EXPECT_EQ(documented, std::set<std::string>(names.begin(), names.end()));
 }
 
 TEST(RulesMerge, UserRuleReplacesPresetById) {
