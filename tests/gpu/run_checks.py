@@ -437,6 +437,16 @@ def workloads():
         record("no false reports on real stacks", name, ok, detail)
 
 
+def collected(runs, name, section):
+    """One benchmark's numbers from every process with and without tmaguard, or None (and a failed check) when a
+    side has none."""
+    got = {w: [r[name] for r in runs[w] if name in r] for w in runs}
+    if not got["with"] or not got["without"]:
+        record(section, name, False, "no numbers")
+        return None
+    return got
+
+
 def overhead():
     """Launch/encode cost: in-process, call-by-call alternation of the driver's own function and the one dlsym
     hands out (tmaguard's wrapper when preloaded). Without tmaguard the same difference is the noise floor."""
@@ -455,9 +465,8 @@ def overhead():
     targets = {"launch_unmatched": 25, "launch_tma4": 150, "launch_fa4_6maps": 150, "launch_struct_3maps": 100,
                "launch_large_param": 25, "encode_tiled": 100}
     for name, target in targets.items():
-        got = {w: [r[name] for r in runs[w] if name in r] for w in runs}
-        if not got["with"] or not got["without"]:
-            record("overhead", name, False, "no numbers")
+        got = collected(runs, name, "overhead")
+        if not got:
             continue
         added = statistics.median(v[2] - v[0] for v in got["with"])
         floor = statistics.median(v[2] - v[0] for v in got["without"])
@@ -495,9 +504,8 @@ def overhead():
     # ns without maps, <= +60 ns with them.
     for name, target in (("launch_unmatched", 10), ("launch_large_param", 10), ("launch_tma4", 60),
                          ("launch_fa4_6maps", 60), ("launch_struct_3maps", 60)):
-        got = {w: [r[name] for r in batches[w] if name in r] for w in batches}
-        if not got["with"] or not got["without"]:
-            record("overhead, batches of 256", name, False, "no numbers")
+        got = collected(batches, name, "overhead, batches of 256")
+        if not got:
             continue
         added = statistics.median(v[1] - v[0] for v in got["with"])
         floor = statistics.median(v[1] - v[0] for v in got["without"])
