@@ -39,11 +39,11 @@ else bad "the stand-in driver lacks: $(echo $missing)"; echo "    fix: define th
 layers=(
   "hot cuda_names fork_locks graph_node stderr_io"  # words, names and leaves
   "driver"                                          # the real driver (the only dlfcn user)
-  "counters provenance device_arch"                 # facts kept per process
+  "counters provenance device_arch allocations"     # facts kept per process
   "reporter"                                        # log, dedupe, actions, summary
   "runtime"                                         # initialisation, armed(), the rules in force
   "intercept kernel_cache"                          # the wrapper entry; kernel facts
-  "launch_check"                                    # collect -> judge -> report
+  "launch_check device_audit"                       # collect -> judge -> report; maps read back after a kernel
   "hooks_launch hooks_graph hooks_encode hooks_getproc hooks_dlsym hooks_module"  # the wrappers
 )
 declare -A level

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -11,6 +12,10 @@
 
 namespace tmaguard {
 namespace {
+
+// The device audit's counts (process-wide atomics; reset in a forked child).
+std::atomic<uint64_t> g_audit[3];
+std::atomic<uint64_t> g_audit_skipped[static_cast<int>(AuditSkip::kCount)];
 
 // Every thread that launched, and the totals of those that exited. Guarded by g_mu (held across fork). All of it
 // constant-initialised: nothing runs at load time.
@@ -54,6 +59,8 @@ void fork_child() {
   // The child starts its own account: its summary covers what it did after fork. Only the forking thread lives on.
   g_exited = Counts{};
   zero(t_hot);
+  for (auto& a : g_audit) a.store(0, std::memory_order_relaxed);
+  for (auto& a : g_audit_skipped) a.store(0, std::memory_order_relaxed);
   if (g_threads) {
     g_threads->clear();
     if (t_hot.registered) g_threads->push_back(&t_hot);
@@ -62,6 +69,30 @@ void fork_child() {
 }
 
 }  // namespace
+
+const char* to_string(AuditSkip s) {
+  switch (s) {
+    case AuditSkip::kCapturing: return "stream capturing into a graph";
+    case AuditSkip::kBusy: return "read-back slots all in use";
+    case AuditSkip::kNoPinnedMemory: return "no pinned host memory";
+    case AuditSkip::kCopyRefused: return "copy refused by the driver";
+    case AuditSkip::kUnfinishedAtExit: return "not finished at exit";
+    default: return "?";
+  }
+}
+void audit_count(AuditCount what, uint64_t n) { g_audit[static_cast<int>(what)].fetch_add(n, std::memory_order_relaxed); }
+void audit_skipped(AuditSkip why, uint64_t n) {
+  g_audit_skipped[static_cast<int>(why)].fetch_add(n, std::memory_order_relaxed);
+}
+AuditCounts audit_counts() {
+  AuditCounts c;
+  c.launches_audited = g_audit[0].load(std::memory_order_relaxed);
+  c.buffers_read = g_audit[1].load(std::memory_order_relaxed);
+  c.maps_found = g_audit[2].load(std::memory_order_relaxed);
+  for (int i = 0; i < static_cast<int>(AuditSkip::kCount); ++i)
+    c.skipped[i] = g_audit_skipped[i].load(std::memory_order_relaxed);
+  return c;
+}
 
 bool counters_init() {
   // No lock here: a fork while this runs (on another thread, during initialisation) must not leave the child with

@@ -18,4 +18,16 @@ void register_thread();
 //! Every thread's counts added up, exited threads included.
 Counts counts_total();
 
+//! The device-map audit's counts (device_audit.cpp), process-wide; the child of a fork starts from zero.
+enum class AuditSkip : int { kCapturing, kBusy, kNoPinnedMemory, kCopyRefused, kUnfinishedAtExit, kCount };
+const char* to_string(AuditSkip s);
+struct AuditCounts {
+  uint64_t launches_audited = 0, buffers_read = 0, maps_found = 0;
+  uint64_t skipped[static_cast<int>(AuditSkip::kCount)] = {};
+};
+enum class AuditCount : int { kLaunchesAudited, kBuffersRead, kMapsFound };
+void audit_count(AuditCount what, uint64_t n = 1);
+void audit_skipped(AuditSkip why, uint64_t n = 1);
+AuditCounts audit_counts();
+
 }  // namespace tmaguard

@@ -9,7 +9,7 @@
 #include <mutex>
 
 
-#include "fork_locks.h"
+#include "allocations.h"
 #include "intercept.h"
 #include "provenance.h"
 #include "reporter.h"
@@ -26,44 +26,6 @@ const char* result_name(CUresult rc) {
     case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
     default: return "error";
   }
-}
-
-// Where an address lives: the driver's allocation range, cached (a job encodes the same tensors over and over).
-struct Range {
-  uint64_t start = 0, end = 0;
-};
-std::mutex g_range_mu;
-Range g_ranges[64];
-unsigned g_range_next = 0;
-
-void range_lock() { g_range_mu.lock(); }
-void range_unlock() { g_range_mu.unlock(); }
-
-// What the driver says about an address: its allocation, not memory it allocated, or nothing (a driver without
-// cuPointerGetAttribute, or one that refuses the question): then tmaguard makes no claim at all.
-enum class Allocation { kFound, kNotAllocated, kUnknown };
-Allocation allocation_of(uint64_t addr, Range* out) {
-  register_fork_lock(ForkLock::kAllocationRanges, {range_lock, range_unlock, range_unlock});
-  {
-    std::lock_guard<std::mutex> lock(g_range_mu);
-    for (const Range& r : g_ranges)
-      if (addr >= r.start && addr < r.end) {
-        *out = r;
-        return Allocation::kFound;
-      }
-  }
-  auto get = TG_REAL(cuPointerGetAttribute);
-  if (!get) return Allocation::kUnknown;
-  CUdeviceptr start = 0;
-  size_t size = 0;
-  const CUresult a = get(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, static_cast<CUdeviceptr>(addr));
-  if (a == CUDA_ERROR_INVALID_VALUE) return Allocation::kNotAllocated;  // what the driver answers for such memory
-  if (a != CUDA_SUCCESS || get(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, static_cast<CUdeviceptr>(addr)) != CUDA_SUCCESS)
-    return Allocation::kUnknown;
-  *out = {static_cast<uint64_t>(start), static_cast<uint64_t>(start) + size};
-  std::lock_guard<std::mutex> lock(g_range_mu);
-  g_ranges[g_range_next++ % 64] = *out;
-  return Allocation::kFound;
 }
 
 // Each (entry point, kind of warning) is reported once per process: a job that encodes thousands of host-pointer

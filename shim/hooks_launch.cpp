@@ -4,7 +4,9 @@
 //                                    \-> launch_rest: maps whose bytes match this thread's last clean launch of the
 //                                        kernel --> real cuLaunchKernel (tail call)
 //                                        \-> launch_checked: TG_ENTER, check_launch() (launch_check.cpp) --> run |
-//                                            reject | abort
+//                                            reject | abort; after a run, the device audit's read-back of the
+//                                            memory its pointers lead to (device_audit.h), while the kernel is due
+#include "device_audit.h"
 #include "intercept.h"
 #include "kernel_cache.h"
 #include "launch_check.h"
@@ -26,7 +28,7 @@ __attribute__((always_inline)) inline bool caches_usable() {
 // watched places (kernel_cache.h) still hold no map. Up to seven whole-parameter slots live in the front entry;
 // others come from the KernelInfo.
 __attribute__((always_inline)) inline bool maps_clean(const FrontEntry& e, void** params) {
-  if (!params) return false;
+  if (!params || e.n_maps == kAuditing) return false;
   uint64_t key = 0;
   bool keyed;
   if (e.n_maps == kManyMaps) {
@@ -89,7 +91,10 @@ __attribute__((always_inline)) inline bool clean_pass(CUfunction f, void** param
 }  // namespace
 }  // namespace tmaguard
 
+using tmaguard::audit_after_launch;
+using tmaguard::audit_due;
 using tmaguard::check_launch;
+using tmaguard::KernelInfo;
 using tmaguard::clean_pass;
 using tmaguard::fast_pass;
 using tmaguard::Geometry;
@@ -98,14 +103,17 @@ using tmaguard::Verdict;
 // Each wrapper is a fast path that ends in a tail call, either to the driver or to its out-of-line rest (same
 // signature, so no argument is spilled on the way). The rest passes a launch whose maps match its last clean launch
 // (again a tail call to the driver); anything else goes to the full check, which enters (TG_ENTER) first.
-#define TG_LAUNCH_WRAPPER(name)                                                                                        \
+#define TG_LAUNCH_WRAPPER(name, per_thread)                                                                            \
   __attribute__((noinline)) static CUresult launch_checked_##name(                                                     \
       CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,       \
       CUstream s, void** params, void** extra) {                                                                       \
     TG_ENTER(name);                                                                                                    \
     const Geometry g{gx, gy, gz, bx, by, bz};                                                                          \
-    if (check_launch(call, f, g, params, extra) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                     \
-    return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                                    \
+    const KernelInfo* k = nullptr;                                                                                     \
+    if (check_launch(call, f, g, params, extra, &k) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                 \
+    const CUresult rc = real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                       \
+    if (rc == CUDA_SUCCESS && k && audit_due(*k)) audit_after_launch(*k, params, extra, s, per_thread);                \
+    return rc;                                                                                                         \
   }                                                                                                                    \
   __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \
                                                                unsigned bx, unsigned by, unsigned bz, unsigned smem,   \
@@ -121,18 +129,22 @@ using tmaguard::Verdict;
     if (__builtin_expect(real && fast_pass(f), 1)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);     \
     return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                      \
   }
-TG_LAUNCH_WRAPPER(cuLaunchKernel)
-TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz)
+TG_LAUNCH_WRAPPER(cuLaunchKernel, false)
+TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz, true)
 
-#define TG_LAUNCH_EX_WRAPPER(name)                                                                                     \
+#define TG_LAUNCH_EX_WRAPPER(name, per_thread)                                                                         \
   __attribute__((noinline)) static CUresult launch_checked_##name(const CUlaunchConfig* config, CUfunction f,          \
                                                                   void** params, void** extra) {                       \
     TG_ENTER(name);                                                                                                    \
     const Geometry g = config ? Geometry{config->gridDimX,  config->gridDimY,  config->gridDimZ,                       \
                                          config->blockDimX, config->blockDimY, config->blockDimZ}                      \
                               : Geometry{};                                                                            \
-    if (check_launch(call, f, g, params, extra) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                     \
-    return real(config, f, params, extra);                                                                             \
+    const KernelInfo* k = nullptr;                                                                                     \
+    if (check_launch(call, f, g, params, extra, &k) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                 \
+    const CUresult rc = real(config, f, params, extra);                                                                \
+    if (rc == CUDA_SUCCESS && k && config && audit_due(*k))                                                            \
+      audit_after_launch(*k, params, extra, config->hStream, per_thread);                                              \
+    return rc;                                                                                                         \
   }                                                                                                                    \
   __attribute__((noinline)) static CUresult launch_rest_##name(const CUlaunchConfig* config, CUfunction f,             \
                                                                void** params, void** extra) {                          \
@@ -145,17 +157,20 @@ TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz)
     if (__builtin_expect(real && fast_pass(f), 1)) return real(config, f, params, extra);                              \
     return launch_rest_##name(config, f, params, extra);                                                               \
   }
-TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx)
-TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz)
+TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx, false)
+TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz, true)
 
-#define TG_LAUNCH_COOP_WRAPPER(name)                                                                                   \
+#define TG_LAUNCH_COOP_WRAPPER(name, per_thread)                                                                       \
   __attribute__((noinline)) static CUresult launch_checked_##name(                                                     \
       CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,       \
       CUstream s, void** params) {                                                                                     \
     TG_ENTER(name);                                                                                                    \
     const Geometry g{gx, gy, gz, bx, by, bz};                                                                          \
-    if (check_launch(call, f, g, params, nullptr) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                   \
-    return real(f, gx, gy, gz, bx, by, bz, smem, s, params);                                                           \
+    const KernelInfo* k = nullptr;                                                                                     \
+    if (check_launch(call, f, g, params, nullptr, &k) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;               \
+    const CUresult rc = real(f, gx, gy, gz, bx, by, bz, smem, s, params);                                              \
+    if (rc == CUDA_SUCCESS && k && audit_due(*k)) audit_after_launch(*k, params, nullptr, s, per_thread);              \
+    return rc;                                                                                                         \
   }                                                                                                                    \
   __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \
                                                                unsigned bx, unsigned by, unsigned bz, unsigned smem,   \
@@ -170,5 +185,5 @@ TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz)
     if (__builtin_expect(real && fast_pass(f), 1)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params);            \
     return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params);                                             \
   }
-TG_LAUNCH_COOP_WRAPPER(cuLaunchCooperativeKernel)
-TG_LAUNCH_COOP_WRAPPER(cuLaunchCooperativeKernel_ptsz)
+TG_LAUNCH_COOP_WRAPPER(cuLaunchCooperativeKernel, false)
+TG_LAUNCH_COOP_WRAPPER(cuLaunchCooperativeKernel_ptsz, true)

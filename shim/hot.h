@@ -50,9 +50,11 @@ struct FrontEntry {
 static_assert(sizeof(FrontEntry) == 32);
 // n_maps: 0..7 whole 128-byte parameters, their indices in idx; kPairs | n (n <= 3): maps inside parameters, idx
 // holding (parameter index, offset / 64) pairs (a CUTLASS Params struct with three maps); kManyMaps: anything else,
-// read from the KernelInfo.
+// read from the KernelInfo; kAuditing: every launch takes the full path (the device audit still wants this kernel's
+// launches, device_audit.h).
 constexpr uint8_t kPairs = 0x80;
 constexpr uint8_t kManyMaps = 0xff;
+constexpr uint8_t kAuditing = 0xfe;
 constexpr unsigned kFrontEntries = 16;
 
 //! This thread's counters, re-entry depth and front cache. Counters are plain per-thread words (relaxed

@@ -156,7 +156,9 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* 
     if (auto get = TG_REAL(cuFuncGetModule); get && get(&mod, f) == CUDA_SUCCESS) k->owner = mod;
   }
   std::vector<std::string> notes;
-  k->rules = rules_for_kernel(tmaguard::rules(), k->name, &notes);
+  const std::vector<int> all_rules = rules_for_kernel(tmaguard::rules(), k->name, &notes);
+  k->rules = rules_on(tmaguard::rules(), all_rules, false);
+  k->device_rules = rules_on(tmaguard::rules(), all_rules, true);
   for (const std::string& n : notes) report_notice("pattern-limit|" + n, "warning", n);
   find_maps(k, args, stale ? stale->watch : std::vector<MapPlace>{});
   if (k->searches >= kMaxSearches && (k->search_pending || !k->watch.empty())) {
@@ -167,6 +169,16 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* 
     k->watch.clear();
     k->search_pending = false;
   }
+  // Places that may hold device addresses, except the words of maps found in the parameters (a map's own address).
+  for (const MapPlace& p : pointer_places(k->layout)) {
+    const bool in_map = std::any_of(k->maps.begin(), k->maps.end(), [&](const MapPlace& m) {
+      return m.param == p.param && p.offset + 8 > m.offset && p.offset < m.offset + kTensorMapBytes;
+    });
+    if (!in_map) k->pointers.push_back(p);
+  }
+  if (!k->pointers.empty())
+    k->audits_left.store(stale ? stale->audits_left.load(std::memory_order_relaxed) : config().device_audit,
+                         std::memory_order_relaxed);
   return k;
 }
 
@@ -199,7 +211,9 @@ FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
   });
   const bool plain = !info->search_pending && info->watch.empty() &&
                      std::none_of(info->named_only.begin(), info->named_only.end(), [](bool b) { return b; });
-  if (!plain) {
+  if (info->audits_left.load(std::memory_order_relaxed) != 0) {
+    e.n_maps = kAuditing;  // the device audit wants this launch: the full path
+  } else if (!plain) {
     e.n_maps = kManyMaps;  // never the no-maps fast path: watched places are looked at on every launch
   } else if (whole && m.size() <= sizeof(e.idx)) {
     for (std::size_t i = 0; i < m.size(); ++i) e.idx[i] = static_cast<uint8_t>(m[i].param);

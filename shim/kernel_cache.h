@@ -31,6 +31,14 @@ struct KernelInfo {
                                   // gave no readable bytes for it; the next launch that does searches again
   unsigned searches = 0;          // searches made for this handle so far (bounded: kMaxSearches)
 
+  // The device-map audit (device_audit.h): the rules that name maps in device memory ("param:N->AT"), the places in
+  // the parameters that may hold device addresses (words inside maps found there excluded), and how many more
+  // launches are audited (kAuditEveryLaunch: all).
+  std::vector<int> device_rules;
+  std::vector<MapPlace> pointers;
+  mutable std::atomic<uint64_t> audits_left{0};
+  mutable std::atomic<int> device_maps{0};  // the most maps one audited launch found in device memory
+
   // Inspect mode's census (what tmaguard could see over the run), updated by every inspected launch.
   mutable std::atomic<uint64_t> launches{0};
   mutable std::atomic<int> maps_in_params{0}, maps_in_structs{0}, template_maps{0};

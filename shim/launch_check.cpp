@@ -152,7 +152,8 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
 
 void report_census_at_exit();  // below
 
-Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
+Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_params, void** extra,
+                               Collected& c) {
   ThreadHot& t = t_hot;
   register_thread();
   bump(t.launches_seen);
@@ -161,7 +162,6 @@ Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel
     static std::once_flag census;
     std::call_once(census, [] { std::atexit(report_census_at_exit); });
   }
-  Collected c;
   const bool collected = collect(f, kernel_params, extra, c);
   if (inspecting) c.kernel->launches.fetch_add(1, std::memory_order_relaxed);
   if (!collected) {
@@ -192,6 +192,7 @@ void census_of(const KernelInfo& k) {
   r.maps_in_params = k.maps_in_params.load(std::memory_order_relaxed);
   r.maps_in_structs = k.maps_in_structs.load(std::memory_order_relaxed);
   r.template_maps = k.template_maps.load(std::memory_order_relaxed);
+  r.maps_in_device_memory = k.device_maps.load(std::memory_order_relaxed);
   for (std::size_t p = 0; p < k.layout.sizes.size(); ++p) {
     if (k.layout.sizes[p] <= kTensorMapBytes) continue;
     const int n = static_cast<int>(
@@ -209,10 +210,22 @@ void report_census_at_exit() {
 
 }  // namespace
 
-Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra) {
+Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra,
+                     const KernelInfo** kernel) {
+  if (kernel) *kernel = nullptr;
   if (!call.active()) return Verdict::kRun;
   try {
-    return check_launch_unguarded(f, geom, kernel_params, extra);
+    Collected c;
+    const Verdict v = check_launch_unguarded(f, geom, kernel_params, extra, c);
+    if (c.front && c.kernel) {
+      if (kernel) *kernel = c.kernel;
+      // The device audit is done with this kernel: this thread's launches of it take the fast paths again.
+      if (c.front->n_maps == kAuditing && c.kernel->audits_left.load(std::memory_order_relaxed) <= 1) {
+        c.front->f = nullptr;
+        c.front->info = nullptr;
+      }
+    }
+    return v;
   } catch (const std::exception& e) {
     report_cannot_work(std::string("internal error while checking a launch: ") + e.what());
   } catch (...) {

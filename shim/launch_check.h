@@ -8,6 +8,7 @@
 namespace tmaguard {
 
 class Intercepted;
+struct KernelInfo;
 
 struct Geometry {
   unsigned gx, gy, gz, bx, by, bz;
@@ -15,7 +16,8 @@ struct Geometry {
 
 //! Collects the launch's tensor maps, judges them (unless the same bytes were found clean before) and reports, when
 //! `call` (the wrapper's entry) is active. kReject: the launch must not happen (reject mode); abort mode never returns
-//! after an error.
-Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra);
+//! after an error. `kernel`, when given, receives the kernel's facts (nullptr when tmaguard did not look).
+Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra,
+                     const KernelInfo** kernel = nullptr);
 
 }  // namespace tmaguard

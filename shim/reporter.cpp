@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -171,6 +172,12 @@ Summary summary_of(const Reporter& rep) {
   s.not_checkable = rep.not_checkable;
   s.log_records_lost = rep.sink->lost();
   s.records_dropped = g_dropped.load(std::memory_order_relaxed);
+  const AuditCounts a = audit_counts();
+  s.device_launches_audited = a.launches_audited;
+  s.device_buffers_read = a.buffers_read;
+  s.device_maps_found = a.maps_found;
+  for (int i = 0; i < static_cast<int>(AuditSkip::kCount); ++i)
+    if (a.skipped[i]) s.device_skipped[to_string(static_cast<AuditSkip>(i))] = a.skipped[i];
   s.version = TMAGUARD_VERSION;
   s.revision = TMAGUARD_REVISION;
   return s;
@@ -287,7 +294,12 @@ Verdict report_findings(std::vector<Finding>& findings) {
         emit_locked(*rep, render_finding(f, context(*rep), actions[i], rep->cfg.format));
       }
       if (abort_now) {
-        emit_locked(*rep, render_notice("abort", "aborting the process before the kernel runs (abort mode)",
+        const bool after = std::any_of(findings.begin(), findings.end(),
+                                       [](const Finding& f) { return f.place && f.place->on_device(); });
+        emit_locked(*rep, render_notice("abort",
+                                        after ? "aborting the process: a tensor map read back after its kernel ran "
+                                                "is wrong (abort mode)"
+                                              : "aborting the process before the kernel runs (abort mode)",
                                         context(*rep), rep->cfg.format));
         rep->summary_written = true;
         emit_summary_locked(*rep);

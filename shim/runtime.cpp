@@ -31,6 +31,7 @@ namespace {
 // The rules in force: written once by the initialising thread, then read-only. Deliberately never freed: other
 // threads read it without a lock until the process ends, exit handlers included.
 const std::shared_ptr<const RuleSet>* g_rules = nullptr;
+const Config* g_config = nullptr;  // likewise
 
 // Something tmaguard cannot understand stops the job before its first launch, with one line naming it and the
 // way out: a guard that switched itself off in silence would let every bad launch through.
@@ -89,6 +90,7 @@ bool init() {
     return false;
   }
   g_rules = new std::shared_ptr<const RuleSet>(std::move(rules));
+  g_config = new Config(cfg);
   g_hot.mode.store(cfg.mode, std::memory_order_relaxed);
   // Once per process image: a child that re-initialises (it was forked while its parent initialised) inherits
   // what its parent registered before the fork. (Fork handling: fork_locks.h; each module registers its lock.)
@@ -158,5 +160,6 @@ bool armed_slow() {
 }  // namespace detail
 
 const RuleSet& rules() { return **g_rules; }
+const Config& config() { return *g_config; }
 
 }  // namespace tmaguard

@@ -37,5 +37,7 @@ inline bool armed() { return armed_already() || detail::armed_slow(); }
 
 //! The rules in force (built-in preset merged with TMAGUARD_RULES); valid once armed.
 const RuleSet& rules();
+//! The configuration in force; valid once armed.
+const Config& config();
 
 }  // namespace tmaguard

@@ -1,6 +1,7 @@
 // tmaguard: configuration from TMAGUARD_* variables. Pure: the caller supplies the lookup (tests pass a map).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -24,7 +25,11 @@ struct Config {
   std::vector<std::string> rules_files;  // TMAGUARD_RULES, ':'-separated
   bool builtin_rules = true;             // TMAGUARD_BUILTIN_RULES=off drops the FA4 preset
   bool continue_on_rules_error = false;  // TMAGUARD_RULES_ON_ERROR=continue: run without the broken file
+  uint64_t device_audit = 4;             // TMAGUARD_DEVICE_AUDIT: launches of each kernel audited (0: off)
+  uint64_t device_read_bytes = 4096;     // TMAGUARD_DEVICE_READ_BYTES
 };
+//! TMAGUARD_DEVICE_AUDIT=all.
+inline constexpr uint64_t kAuditEveryLaunch = ~uint64_t{0};
 
 struct ConfigResult {
   Config config;

@@ -125,6 +125,29 @@ inline bool watched_place_may_hold_map(const uint8_t* b) {
   return w13 != 0 && may_hold_map(b);
 }
 
+// ---- tensor maps in device memory (read back after the kernel: the shim's device_audit)
+
+//! How many bytes past a pointer are read back by default, and at most (TMAGUARD_DEVICE_READ_BYTES).
+inline constexpr std::size_t kDeviceReadDefaultBytes = 4096;
+inline constexpr std::size_t kDeviceReadMaxBytes = 65536;
+//! How many places of one launch's parameters are asked whether they hold a device address, at most.
+inline constexpr std::size_t kMaxPointerPlaces = 64;
+
+//! Places in a launch's parameters that may hold a device address: every 8-byte parameter (offset 0), then the
+//! 8-byte-aligned words of parameters over 128 bytes (a CUTLASS Params struct's workspace pointer), in order, at most
+//! kMaxPointerPlaces in all (Space::kParam places: where the pointer sits).
+std::vector<MapPlace> pointer_places(const ParamLayout& layout);
+
+//! The tensor maps in `n` bytes read from device address `address` (bytes[0] is at `address`): every 128-byte window
+//! at a 64-byte-aligned device address that decodes as a map under the rules for maps inside a structure
+//! (plausible_map: any form, device-built included, where words the TMA unit ignores are 0). Returns each one's
+//! offset from `address`; a window that overlaps an earlier map is not looked at.
+struct DeviceWindow {
+  uint32_t at;
+  DecodeResult decoded;
+};
+std::vector<DeviceWindow> find_device_maps(const uint8_t* bytes, std::size_t n, uint64_t address);
+
 // ---- the clean-launch key: ONE definition, used by the launch fast path and by the full check alike. A key
 // that the two computed differently would make the clean cache silently never hit.
 

@@ -32,6 +32,10 @@ struct Summary {
   uint64_t log_records_lost = 0;                       // records the log refused (written to stderr instead)
   uint64_t records_dropped = 0;                        // records dropped because the log blocked for over 2 s
   std::string version, revision;                       // which tmaguard wrote it (empty: not said)
+  // The device-map audit (read back after launches): launches audited, buffers read, maps found in them, and
+  // launches or buffers not read, by reason. Said only when the audit did or skipped something.
+  uint64_t device_launches_audited = 0, device_buffers_read = 0, device_maps_found = 0;
+  std::map<std::string, uint64_t> device_skipped;
 };
 
 //! One finding as a record; `action` is what the mode (or the rule) did about it.
@@ -61,6 +65,8 @@ struct CensusRecord {
   int maps_in_params = 0;   // 128-byte parameters that decoded as tensor maps
   int maps_in_structs = 0;  // maps found inside larger parameters
   int template_maps = 0;    // of those, per-group templates (every dim 1)
+  int maps_in_device_memory = 0;  // maps read back from memory its parameters point to, after a launch (the most
+                                  // any one audited launch showed)
   struct LargeParam {
     int param_index = 0;
     std::size_t size = 0;

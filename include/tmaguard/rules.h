@@ -5,7 +5,8 @@
 // A rule file is a list of [[rule]] tables. A rule names its kernels (kernel = substring, kernel_glob, or
 // kernel_regex in PCRE2 syntax; mangled or demangled names), optionally the launches it applies to (map_count), and
 // its maps under [rule.maps] (name = order among the launch's tensor maps, negative from the end, or "param:N" /
-// "param:N+OFFSET" for a parameter or a map inside one). Then, in the order they are evaluated:
+// "param:N+OFFSET" for a parameter or a map inside one, "param:N->AT" for a map in device memory AT bytes past the
+// address parameter N holds). Then, in the order they are evaluated:
 //   expect_map_count = [..]  any other number of maps is a finding of its own
 //   [[rule.when]]            conditions for the rule to apply (else it is silent)
 //   [[rule.require]]         the kernel's signature; if one fails: one warning (signature_id) saying which, no checks
@@ -59,6 +60,9 @@ struct NamedPlace {
   MapPlace place;
 };
 std::vector<NamedPlace> named_places(const RuleSet& rules, const std::vector<int>& which);
+//! The rules of `which` that judge maps read back from device memory (they name "param:N->AT" places) when `device`,
+//! else the others: the two kinds are evaluated apart (a launch's parameters at the launch, device maps after it).
+std::vector<int> rules_on(const RuleSet& rules, const std::vector<int>& which, bool device);
 //! Runs the given rules on one launch's tensor-map parameters.
 void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
                     const std::vector<TensorMapParam>& maps, std::vector<Finding>& out,

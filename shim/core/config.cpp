@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+
+#include "tmaguard/launch.h"
 
 namespace tmaguard {
 
@@ -56,20 +59,49 @@ std::string choice_of(const FlagInfo& f, std::string_view value) {
     if (v == "true" || v == "yes" || v == "1") v = "on";
     if (v == "false" || v == "no" || v == "0") v = "off";
   }
+  const bool number = !v.empty() && v.size() <= 18 && std::all_of(v.begin(), v.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
   std::string_view choices = f.values;
   while (!choices.empty()) {
     const std::size_t bar = std::min(choices.find('|'), choices.size());
-    if (choices.substr(0, bar) == v) return v;
+    if (choices.substr(0, bar) == v || (choices.substr(0, bar) == "N" && number)) return v;
     choices.remove_prefix(std::min(bar + 1, choices.size()));
   }
   return "";
 }
 
 bool is_choice(const FlagInfo& f) { return std::string_view(f.values).find('|') != std::string_view::npos; }
+// A variable that names a file (the log, rule files, the driver): ignored in a secure-execution process.
+bool names_file(const FlagInfo& f) {
+  const std::string_view v = f.values;
+  return !is_choice(f) && (v.find("PATH") != std::string_view::npos || v.find("FILE") != std::string_view::npos);
+}
 
-// One variable's value (choices already matched and lower-cased; free values as given, but never empty).
-void apply(FlagId id, const std::string& v, Config& c) {
+// A decimal number in [lo, hi], or nullopt.
+std::optional<uint64_t> number_in(const std::string& v, uint64_t lo, uint64_t hi) {
+  const std::string_view t = trim(v);
+  if (t.empty() || t.size() > 18 || !std::all_of(t.begin(), t.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    return std::nullopt;
+  const uint64_t n = std::stoull(std::string(t));
+  if (n < lo || n > hi) return std::nullopt;
+  return n;
+}
+
+// One variable's value (choices already matched and lower-cased; free values as given, but never empty). Returns
+// what is wrong with a value a choice list cannot judge (a number out of range), or "".
+std::string apply(FlagId id, const std::string& v, Config& c) {
   switch (id) {
+    case FlagId::TMAGUARD_DEVICE_AUDIT:
+      c.device_audit = v == "off" ? 0 : v == "all" ? kAuditEveryLaunch : std::stoull(v);
+      break;
+    case FlagId::TMAGUARD_DEVICE_READ_BYTES:
+      if (const auto n = number_in(v, 64, kDeviceReadMaxBytes); n && *n % 64 == 0)
+        c.device_read_bytes = *n;
+      else
+        return fmt::format("TMAGUARD_DEVICE_READ_BYTES='{}' is not a multiple of 64 from 64 to {}", v,
+                           kDeviceReadMaxBytes);
+      break;
     case FlagId::TMAGUARD_MODE:
       c.mode = v == "reject" ? Mode::kReject
                : v == "log" ? Mode::kLog
@@ -92,6 +124,7 @@ void apply(FlagId id, const std::string& v, Config& c) {
     case FlagId::TMAGUARD_RULES_ON_ERROR: c.continue_on_rules_error = v == "continue"; break;
     case FlagId::TMAGUARD_LIBCUDA: break;  // read by the driver layer itself (config.h); validated here
   }
+  return "";
 }
 
 }  // namespace
@@ -133,21 +166,26 @@ ConfigResult parse_config(const EnvLookup& env, bool secure_execution) {
     const char* raw = env(row.info.name);
     if (!raw || trim(raw).empty()) continue;  // unset or empty: the default
     if (!is_choice(row.info)) {
-      if (secure_execution) {  // a file named by a less privileged user: never opened, loaded or written
+      if (secure_execution && names_file(row.info)) {  // named by a less privileged user: never opened or written
         ignored.push_back(row.info.name);
         continue;
       }
-      apply(row.id, raw, r.config);
+      if (std::string why = apply(row.id, raw, r.config); !why.empty()) r.errors.push_back(std::move(why));
       continue;
     }
     const std::string v = choice_of(row.info, raw);
     if (v.empty()) {
       std::string choices;
-      for (const char* c = row.info.values; *c; ++c) choices += *c == '|' ? std::string(", ") : std::string(1, *c);
+      for (std::string_view rest = row.info.values; !rest.empty();) {
+        const std::size_t bar = std::min(rest.find('|'), rest.size());
+        const std::string_view one = rest.substr(0, bar);
+        choices += (choices.empty() ? "" : ", ") + std::string(one == "N" ? std::string_view("a number") : one);
+        rest.remove_prefix(std::min(bar + 1, rest.size()));
+      }
       r.errors.push_back(fmt::format("{}='{}' is not one of {}", row.info.name, raw, choices));
       continue;
     }
-    apply(row.id, v, r.config);
+    if (std::string why = apply(row.id, v, r.config); !why.empty()) r.errors.push_back(std::move(why));
   }
   if (!ignored.empty()) {
     std::string names;

@@ -84,4 +84,34 @@ StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args) {
   return out;
 }
 
+std::vector<MapPlace> pointer_places(const ParamLayout& layout) {
+  std::vector<MapPlace> out;
+  for (std::size_t p = 0; p < layout.sizes.size() && out.size() < kMaxPointerPlaces; ++p)
+    if (layout.sizes[p] == 8) out.push_back({static_cast<uint32_t>(p), 0});
+  for (std::size_t p = 0; p < layout.sizes.size() && out.size() < kMaxPointerPlaces; ++p) {
+    if (layout.sizes[p] <= kTensorMapBytes) continue;
+    for (std::size_t o = 0; o + 8 <= layout.sizes[p] && out.size() < kMaxPointerPlaces; o += 8)
+      out.push_back({static_cast<uint32_t>(p), static_cast<uint32_t>(o)});
+  }
+  return out;
+}
+
+std::vector<DeviceWindow> find_device_maps(const uint8_t* bytes, std::size_t n, uint64_t address) {
+  std::vector<DeviceWindow> out;
+  std::size_t r = (64 - address % 64) % 64;  // the first 64-byte-aligned device address
+  while (r + kTensorMapBytes <= n) {
+    const uint8_t* b = bytes + r;
+    if (may_hold_map(b)) {
+      DecodeResult d = decode(b);
+      if (plausible_map(d)) {
+        out.push_back({static_cast<uint32_t>(r), std::move(d)});
+        r += kTensorMapBytes;
+        continue;
+      }
+    }
+    r += 64;
+  }
+  return out;
+}
+
 }  // namespace tmaguard

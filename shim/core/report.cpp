@@ -102,10 +102,16 @@ std::string ctx_text(const ProcessContext& c) {
 }
 
 // A map's place as record fields, the one JSON spelling of a MapPlace (text records use to_string); a finding about
-// the kernel as a whole has param_index -1.
+// the kernel as a whole has param_index -1. A map in device memory adds where it sat past the pointer and that it was
+// read after the kernel ran (its launch was not stopped).
 void put_place(json& j, const std::optional<MapPlace>& p) {
   j["param_index"] = p ? static_cast<int64_t>(p->param) : int64_t{-1};
   j["param_offset"] = p ? p->offset : 0;
+  if (p && p->on_device()) {
+    j["space"] = "device";
+    j["device_offset"] = p->at;
+    j["read_after_kernel"] = true;
+  }
 }
 
 }  // namespace
@@ -139,6 +145,7 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
   std::string s = fmt::format("tmaguard: {} {} [{}] action={} kernel={} tensor={}", event, esc(f.rule),
                               to_string(f.severity), action, esc(f.kernel), esc(f.tensor));
   if (f.place) s += " param=" + to_string(*f.place);
+  if (f.place && f.place->on_device()) s += " read_after_kernel";
   s += fmt::format(": expected {}; observed {}. Hint: {}. ({})", esc(f.expected), esc(f.observed), esc(f.hint),
                    ctx_text(ctx));
   if (f.tensor_map) s += fmt::format("\ntmaguard:   {} tensor map: {}", esc(f.tensor), map_text(*f.tensor_map));
@@ -187,7 +194,8 @@ std::string render_census(const CensusRecord& r, const ProcessContext& ctx, LogF
            {"params", r.params},
            {"maps_in_params", r.maps_in_params},
            {"maps_in_structs", r.maps_in_structs},
-           {"template_maps", r.template_maps}};
+           {"template_maps", r.template_maps},
+           {"maps_in_device_memory", r.maps_in_device_memory}};
     json large = json::array();
     for (const auto& p : r.large_params) large.push_back({{"param_index", p.param_index}, {"size", p.size}, {"maps", p.maps}});
     j["large_params"] = large;
@@ -198,8 +206,9 @@ std::string render_census(const CensusRecord& r, const ProcessContext& ctx, LogF
     large += fmt::format("{}param {} ({} B, {} maps)", large.empty() ? "" : ", ", p.param_index, p.size, p.maps);
   return fmt::format(
       "tmaguard: census kernel={} launches={} maps_in_params={} maps_in_structs={} template_maps={} "
-      "large_params=[{}] ({})",
-      esc(r.kernel), r.launches, r.maps_in_params, r.maps_in_structs, r.template_maps, large, ctx_text(ctx));
+      "maps_in_device_memory={} large_params=[{}] ({})",
+      esc(r.kernel), r.launches, r.maps_in_params, r.maps_in_structs, r.template_maps, r.maps_in_device_memory, large,
+      ctx_text(ctx));
 }
 
 std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat format) {
@@ -213,6 +222,11 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
     j["not_checkable"] = s.not_checkable;
     j["log_records_lost"] = s.log_records_lost;
     if (s.records_dropped) j["records_dropped"] = s.records_dropped;
+    if (s.device_launches_audited || !s.device_skipped.empty())
+      j["device_audit"] = {{"launches_audited", s.device_launches_audited},
+                           {"buffers_read", s.device_buffers_read},
+                           {"maps_found", s.device_maps_found},
+                           {"skipped", s.device_skipped}};
     if (!s.version.empty()) j["tmaguard_version"] = s.version;
     if (!s.revision.empty()) j["tmaguard_revision"] = s.revision;
     return stamped(j, ctx);
@@ -230,6 +244,11 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
     line += fmt::format("; {} records could not be written to TMAGUARD_LOG (they went to stderr)", s.log_records_lost);
   if (s.records_dropped)
     line += fmt::format("; {} records dropped while the log was blocked", s.records_dropped);
+  if (s.device_launches_audited || !s.device_skipped.empty()) {
+    line += fmt::format("; device maps: {} launches audited, {} buffers read after the kernel, {} maps found",
+                        s.device_launches_audited, s.device_buffers_read, s.device_maps_found);
+    if (!s.device_skipped.empty()) line += ", not read: " + counted(s.device_skipped);
+  }
   const std::string by = s.version.empty() ? "" : fmt::format("; tmaguard {} git {}", s.version, s.revision);
   return line + fmt::format(" ({}{})", ctx_text(ctx), by);
 }

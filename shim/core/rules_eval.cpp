@@ -166,8 +166,15 @@ std::vector<NamedPlace> named_places(const RuleSet& rules, const std::vector<int
   for (int ri : which) {
     const Rule& r = rules.rules[static_cast<std::size_t>(ri)];
     for (const MapRef& m : r.maps)
-      if (m.place) out.push_back({r.id, m.name, *m.place});
+      if (m.place && !m.place->on_device()) out.push_back({r.id, m.name, *m.place});
   }
+  return out;
+}
+
+std::vector<int> rules_on(const RuleSet& rules, const std::vector<int>& which, bool device) {
+  std::vector<int> out;
+  for (int ri : which)
+    if (rules.rules[static_cast<std::size_t>(ri)].device == device) out.push_back(ri);
   return out;
 }
 

@@ -67,7 +67,7 @@ const CheckKind* find_check_kind(std::string_view name);
 struct MapRef {
   std::string name;
   int64_t order = 0;              // order among the launch's maps (negative from the end), when `place` is not set
-  std::optional<MapPlace> place;  // "param:N" or "param:N+OFFSET": the map at that place
+  std::optional<MapPlace> place;  // "param:N", "param:N+OFFSET" or "param:N->AT": the map at that place
 };
 
 //! A compiled kernel_glob / kernel_regex (rules_match.cpp).
@@ -92,6 +92,7 @@ struct Rule {
   std::string not_checkable;          // when set, an applying rule reports this reason instead of checking
   std::string not_checkable_message;  // said once per process
   std::vector<Check> checks;
+  bool device = false;  // its maps are in device memory ("param:N->AT"): judged on maps read back after a kernel
 };
 
 }  // namespace tmaguard

@@ -206,22 +206,50 @@ class Parser {
     }
   }
 
-  // "N" or "N+OFFSET" of a "param:" place: what is wrong with it (empty when it can name a map). A place that can
-  // never hold a map is refused here, so that check-rules says so instead of the rule silently never applying.
+  // "N", "N+OFFSET" or either followed by "->AT" (a map in device memory AT bytes past the address the parameter,
+  // or the 8-byte word OFFSET bytes into it, holds) of a "param:" place: what is wrong with it (empty when it can name
+  // a map). A place that can never hold a map is refused here, so that check-rules says so instead of the rule
+  // silently never applying.
   static std::string parse_place(std::string_view spec, MapRef& m) {
-    const std::size_t plus = spec.find('+');
-    const std::string_view num = spec.substr(0, plus), off = plus == std::string_view::npos ? "0" : spec.substr(plus + 1);
-    auto digits = [](std::string_view d) {
-      return !d.empty() && d.size() <= 5 && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const std::size_t arrow = spec.find("->");
+    const bool device = arrow != std::string_view::npos;
+    const std::string_view param = spec.substr(0, arrow), at = device ? spec.substr(arrow + 2) : "0";
+    const std::size_t plus = param.find('+');
+    const std::string_view num = param.substr(0, plus),
+                           off = plus == std::string_view::npos ? "0" : param.substr(plus + 1);
+    auto digits = [](std::string_view d, std::size_t most) {
+      return !d.empty() && d.size() <= most &&
+             std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
     };
-    if (!digits(num) || !digits(off))
-      return "is not \"param:N\" or \"param:N+OFFSET\" (N and OFFSET decimal numbers of at most 5 digits, no spaces "
-             "or signs)";
+    if (!digits(num, 5) || !digits(off, 5) || !digits(at, 7))
+      return "is not \"param:N\", \"param:N+OFFSET\" or either followed by \"->AT\" (decimal numbers, N and OFFSET "
+             "of at most 5 digits, AT of at most 7, no spaces or signs)";
     const long index = std::stol(std::string(num)), offset = std::stol(std::string(off));
+    const long long at_bytes = std::stoll(std::string(at));
     if (index > kMaxParamIndex)
       return fmt::format("names parameter {}, past any kernel's (the {}-byte parameter space holds at most {} "
                          "parameters)",
                          index, kParamSpaceBytes, kMaxParamIndex + 1);
+    if (device) {
+      if (offset % 8 != 0)
+        return fmt::format("names offset {}, not a multiple of 8: a pointer inside a parameter sits at a multiple of 8 "
+                           "from its start",
+                           offset);
+      if (offset + 8 > kParamSpaceBytes)
+        return fmt::format("names offset {}: a pointer there ends past the {}-byte parameter space", offset,
+                           kParamSpaceBytes);
+      if (at_bytes % 16 != 0)
+        return fmt::format("names {} bytes past the pointer, not a multiple of 16: a CUtensorMap in device memory is "
+                           "at least 16-byte aligned",
+                           at_bytes);
+      if (at_bytes + static_cast<long long>(kTensorMapBytes) > static_cast<long long>(kDeviceReadMaxBytes))
+        return fmt::format("names {} bytes past the pointer: tmaguard reads at most {} bytes there "
+                           "(TMAGUARD_DEVICE_READ_BYTES), so a 128-byte map there is never seen",
+                           at_bytes, kDeviceReadMaxBytes);
+      m.place = MapPlace::device(static_cast<uint32_t>(index), static_cast<uint32_t>(offset),
+                                 static_cast<uint32_t>(at_bytes));
+      return "";
+    }
     if (offset % 64 != 0)
       return fmt::format("names offset {}, not a multiple of 64: a CUtensorMap inside a parameter sits at a multiple "
                          "of 64 from its start",
@@ -248,7 +276,8 @@ class Parser {
           error(&v, fmt::format("map '{}' = {} in {} cannot exist with map_count = {}", m.name, m.order, where,
                                 *r.map_count));
       } else if (v.is_string() && v.value<std::string_view>()->rfind("param:", 0) == 0) {
-        // "param:N" (a 128-byte parameter) or "param:N+OFFSET" (a map OFFSET bytes into parameter N).
+        // "param:N" (a 128-byte parameter), "param:N+OFFSET" (a map OFFSET bytes into parameter N), either with
+        // "->AT" (a map in device memory AT bytes past the address there).
         const std::string_view text = *v.value<std::string_view>();
         if (const std::string why = parse_place(text.substr(6), m); !why.empty()) {
           error(&v, fmt::format("map '{}' in {}: \"{}\" {}", m.name, where, text, why));
@@ -256,7 +285,7 @@ class Parser {
         }
       } else {
         error(&v, fmt::format("map '{}' in {} must be an order among tensor maps (integer, negative from the end) "
-                              "or \"param:N\"",
+                              "or \"param:N\" (\"param:N+OFFSET\", \"param:N->AT\")",
                               m.name, where));
         continue;
       }
@@ -323,6 +352,18 @@ class Parser {
       error(t.get("not_checkable_message"), fmt::format("{} has a not_checkable_message but no not_checkable", where));
     if (!r.not_checkable.empty() && !r.checks.empty())
       error(&t, fmt::format("{} is not_checkable: it cannot also have [[rule.check]] entries", where));
+    // A rule judges either the maps in a launch's parameters or the maps read back from device memory after a
+    // kernel: those are judged apart, later, and have no order or count of their own.
+    const auto on_device = [](const MapRef& m) { return m.place && m.place->on_device(); };
+    r.device = std::any_of(r.maps.begin(), r.maps.end(), on_device);
+    if (r.device && !std::all_of(r.maps.begin(), r.maps.end(), on_device))
+      error(t.get("maps"), fmt::format("{} names maps in device memory (\"param:N->AT\") and maps in the parameters: "
+                                       "the two are judged at different times, so a rule names one kind only",
+                                       where));
+    if (r.device && (r.map_count || !r.expect_map_count.empty()))
+      error(&t, fmt::format("{} names maps in device memory: map_count and expect_map_count count the maps in a "
+                            "launch's parameters and cannot be used with them",
+                            where));
     if (r.checks.empty() && r.expect_map_count.empty() && r.not_checkable.empty())
       error(&t, fmt::format("{} has no [[rule.check]], no expect_map_count and no not_checkable: it can never report "
                             "anything",

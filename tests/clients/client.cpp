@@ -25,6 +25,7 @@ DIRECT(cuTensorMapEncodeTiled, PFN_cuTensorMapEncodeTiled_v12000)
 namespace client {
 
 Options g_opt;
+CUstream g_stream = nullptr;
 void* g_lib = nullptr;
 std::atomic<int> g_ok{0}, g_failed{0};
 
@@ -250,7 +251,7 @@ CUresult launch(const Kernel& k) {
     rc = graph_node(*g, f, kp, ex);
   } else if (e.rfind("launch", 0) == 0) {
     auto fn = reinterpret_cast<PFN_cuLaunchKernel_v4000>(resolve("cuLaunchKernel", ptsz, ptsz ? 7000 : 4000));
-    rc = fn(f, 1, 1, 1, 128, 1, 1, 0, nullptr, kp, ex);
+    rc = fn(f, 1, 1, 1, 128, 1, 1, 0, g_stream, kp, ex);
   } else if (e.rfind("ex", 0) == 0) {
     auto fn = reinterpret_cast<PFN_cuLaunchKernelEx_v11060>(resolve("cuLaunchKernelEx", ptsz, 11060));
     CUlaunchAttribute attr{};
@@ -264,11 +265,12 @@ CUresult launch(const Kernel& k) {
     cfg.blockDimY = cfg.blockDimZ = 1;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
+    cfg.hStream = g_stream;
     rc = fn(&cfg, f, kp, ex);
   } else if (e.rfind("coop", 0) == 0) {
     if (g_opt.extra) die("cooperative launches have no extra form");
     auto fn = reinterpret_cast<PFN_cuLaunchCooperativeKernel_v9000>(resolve("cuLaunchCooperativeKernel", ptsz, 9000));
-    rc = fn(f, 1, 1, 1, 128, 1, 1, 0, nullptr, kp);
+    rc = fn(f, 1, 1, 1, 128, 1, 1, 0, g_stream, kp);
   } else {
     die("unknown entry");
   }

@@ -20,6 +20,7 @@ struct Options {
   bool cute_maps = false;  // --cute: filled inline in CuTe DSL's form (word 2 bit 1, no tile-size word), not the driver's
 };
 extern Options g_opt;
+extern CUstream g_stream;  // the stream every launch uses (nullptr: the default stream)
 extern void* g_lib;  // the dlopen handle of libcuda.so.1
 extern std::atomic<int> g_ok, g_failed;
 
@@ -85,5 +86,6 @@ const std::vector<Scenario>& hardening_scenarios();
 const std::vector<Scenario>& fa4_scenarios();
 const std::vector<Scenario>& struct_scenarios();
 const std::vector<Scenario>& fail_closed_scenarios();
+const std::vector<Scenario>& device_scenarios();
 
 }  // namespace client

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   }
   const Scenario* sc = nullptr;
   for (const auto* table : {&core_scenarios(), &hardening_scenarios(), &fa4_scenarios(), &struct_scenarios(),
-                            &fail_closed_scenarios()})
+                            &fail_closed_scenarios(), &device_scenarios()})
     for (const Scenario& s : *table)
       if (argv[3] == std::string(s.name)) sc = &s;
   if (!sc) die("unknown scenario");

@@ -103,7 +103,7 @@ TEST(Config, ReadmeTableIsTheDeclaredOne) {
   EXPECT_NE(readme.find(flags_markdown_table()), std::string::npos)
       << "README.md must carry this table (tmaguard-tool env prints it):\n"
       << flags_markdown_table();
-  EXPECT_EQ(flags().size(), 7u);
+  EXPECT_EQ(flags().size(), 9u);
 }
 
 TEST(Config, LogPathExpansion) {

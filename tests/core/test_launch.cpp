@@ -125,3 +125,49 @@ TEST(StructMaps, StructFieldsAndRandomBytesAreNeverTakenForAMap) {
             "not a TMA box: an inner box of 1 x 1 B (word 2 bit 1 = 0, tile-size word 0x1, swizzle-span word 0x10)");
   EXPECT_FALSE(plausible_map(decode(w)));
 }
+
+// Maps in device memory read back after a kernel: found at 64-byte-aligned device addresses in any form (Triton's
+// device-built descriptors leave the tile-size and swizzle-span words 0), whatever the read's own alignment.
+TEST(DeviceMaps, FoundAt64ByteAlignedDeviceAddresses) {
+  EncodeArgs a;
+  a.dtype = 9;
+  a.rank = 2;
+  a.address = 0x7f0000010000ULL;
+  a.dims = {64, 128};
+  a.strides = {128};
+  a.box = {64, 64};
+  a.element_strides = {1, 1};
+  a.swizzle = 3;
+  std::vector<uint8_t> buf(2048, 0);
+  for (int p = 0; p < 4; ++p) ASSERT_EQ(encode_in_form(Encoder::kDeviceBuilt, a, buf.data() + 256 * p + 128), 0);
+  const auto found = find_device_maps(buf.data(), buf.size(), 0x7f0000200000ULL);
+  ASSERT_EQ(found.size(), 4u);
+  for (int p = 0; p < 4; ++p) EXPECT_EQ(found[p].at, 256u * p + 128);
+  EXPECT_EQ(found[0].decoded.view.encoder, Encoder::kDeviceBuilt);
+  // The same bytes read from 32 bytes before a 64-byte boundary: the windows move with the device addresses.
+  std::vector<uint8_t> shifted(32, 0);
+  shifted.insert(shifted.end(), buf.begin(), buf.end());
+  const auto moved = find_device_maps(shifted.data(), shifted.size(), 0x7f0000200000ULL - 32);
+  ASSERT_EQ(moved.size(), 4u);
+  EXPECT_EQ(moved[0].at, 160u);
+  // Zeros, random bytes and a map cut off by the end of the read are not maps.
+  EXPECT_TRUE(find_device_maps(buf.data(), 128 + 127, 0x7f0000200000ULL).empty());
+  std::mt19937_64 rng(7);
+  std::vector<uint8_t> noise(1 << 16);
+  for (auto& b : noise) b = static_cast<uint8_t>(rng());
+  EXPECT_TRUE(find_device_maps(noise.data(), noise.size(), 0x7f0000300000ULL).empty());
+  EXPECT_EQ(to_string(MapPlace::device(3, 0, 128)), "3->128");
+  EXPECT_EQ(to_string(MapPlace::device(0, 64, 0)), "0+64->0");
+  EXPECT_FALSE(MapPlace::device(3, 0, 128).overlaps(MapPlace{3, 0}));
+}
+
+// Pointers: 8-byte parameters, then 8-byte words of parameters over 128 bytes, at most kMaxPointerPlaces.
+TEST(DeviceMaps, PointerPlaces) {
+  const ParamLayout l{{0, 8, 16, 24, 32}, {8, 4, 8, 128, 1024}};
+  const auto p = pointer_places(l);
+  ASSERT_EQ(p.size(), kMaxPointerPlaces);
+  EXPECT_EQ(p[0], (MapPlace{0, 0}));
+  EXPECT_EQ(p[1], (MapPlace{2, 0}));
+  EXPECT_EQ(p[2], (MapPlace{4, 0}));
+  EXPECT_EQ(p[3], (MapPlace{4, 8}));
+}

@@ -462,7 +462,31 @@ TEST(RulesParse, PlacesThatCanNeverHoldAMapAreRefused) {
             "32764-byte parameter space");
   for (const char* bad : {"param: 0+128", "param:0++128", "param:0+-0", "param:-1", "param:", "param:0+",
                           "param:99999999999999999999", "param:0x10"})
-    EXPECT_NE(place(bad).find("is not \"param:N\" or \"param:N+OFFSET\""), std::string::npos) << bad << ": "
-                                                                                               << place(bad);
+    EXPECT_NE(place(bad).find("is not \"param:N\", \"param:N+OFFSET\" or either followed by \"->AT\""),
+              std::string::npos)
+        << bad << ": " << place(bad);
   EXPECT_NE(place("param:40000").find("names parameter 40000, past any kernel's"), std::string::npos);
+}
+
+// Maps in device memory: "param:N->AT" (AT bytes past the address parameter N holds) or "param:N+OFFSET->AT" (a
+// pointer inside a parameter); a rule names only such places, and has no map counts.
+TEST(RulesParse, DevicePlacesNameMapsPastAPointer) {
+  auto place = [](const std::string& spec, const std::string& more = "") {
+    return first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n" + more + "[rule.maps]\nD = \"" + spec +
+                       "\"\n[[rule.check]]\nkind = \"rank\"\nmap = \"D\"\nequals = 2\n");
+  };
+  EXPECT_EQ(place("param:3->128"), "");
+  EXPECT_EQ(place("param:0+64->0"), "");
+  EXPECT_NE(place("param:0+60->0").find("names offset 60, not a multiple of 8"), std::string::npos);
+  EXPECT_NE(place("param:3->100").find("names 100 bytes past the pointer, not a multiple of 16"), std::string::npos);
+  EXPECT_NE(place("param:3->65536").find("tmaguard reads at most 65536 bytes there"), std::string::npos);
+  for (const char* bad : {"param:3->", "param:3->-16", "param:3->>16", "param:3-> 16", "param:3->99999999"})
+    EXPECT_NE(place(bad).find("is not \"param:N\""), std::string::npos) << bad << ": " << place(bad);
+  EXPECT_NE(place("param:3->128", "map_count = 2\n").find("names maps in device memory: map_count"),
+            std::string::npos);
+  const std::string mixed = first_error(
+      "[[rule]]\nid = \"x\"\nkernel = \"k\"\n[rule.maps]\nD = \"param:3->128\"\nA = 0\n[[rule.check]]\n"
+      "kind = \"same_dims\"\na = \"D\"\nb = \"A\"\n");
+  EXPECT_NE(mixed.find("names maps in device memory (\"param:N->AT\") and maps in the parameters"), std::string::npos)
+      << mixed;
 }

@@ -4,6 +4,7 @@
 // declared by test clients (fakecuda_define_kernel) and "run" by counting launches.
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -27,11 +28,16 @@
 #define TG_ENTRY(name, pfn) FAKE_EXPORT(name, pfn)
 #define TG_REAL_ONLY(name, pfn) FAKE_EXPORT(name, pfn)
 #include "entry_points.def"
-#define FAKE_ONLY_ENTRIES(X)                          \
-  X(cuInit, PFN_cuInit_v2000)                         \
-  X(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020) \
-  X(cuGetErrorString, PFN_cuGetErrorString_v6000)     \
-  X(cuKernelGetFunction, PFN_cuKernelGetFunction_v12000)
+#define FAKE_ONLY_ENTRIES(X)                                \
+  X(cuInit, PFN_cuInit_v2000)                               \
+  X(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020)       \
+  X(cuGetErrorString, PFN_cuGetErrorString_v6000)           \
+  X(cuKernelGetFunction, PFN_cuKernelGetFunction_v12000)    \
+  X(cuMemAlloc_v2, PFN_cuMemAlloc_v3020)                    \
+  X(cuMemFree_v2, PFN_cuMemFree_v3020)                      \
+  X(cuMemFreeHost, PFN_cuMemFreeHost_v2000)                 \
+  X(cuStreamBeginCapture_v2, PFN_cuStreamBeginCapture_v10010) \
+  X(cuStreamEndCapture, PFN_cuStreamEndCapture_v10000)
 FAKE_ONLY_ENTRIES(FAKE_EXPORT)
 #undef TG_ENTRY
 #undef TG_REAL_ONLY
@@ -43,6 +49,8 @@ struct FakeModule;
 struct FakeKernel {
   uint32_t magic;
   std::string name;
+  void (*effect)(void** params, void* user) = nullptr;  // what the kernel "does" when it runs (fakecuda.h)
+  void* effect_user = nullptr;
   std::vector<std::size_t> offsets, sizes;
   std::atomic<unsigned long> launches{0};
   FakeKernel* twin = nullptr;     // the CUfunction of a CUkernel
@@ -84,6 +92,7 @@ CUresult launch(const char* via, CUfunction f, void** params, void** extra) {
   if (params && extra) return CUDA_ERROR_INVALID_VALUE;
   if (!params && !extra && !k->sizes.empty()) return CUDA_ERROR_INVALID_VALUE;
   ++k->launches;
+  if (k->effect) k->effect(params, k->effect_user);  // the kernel runs at once: stream order is program order
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_via) g_via = new std::map<std::string, unsigned long>;
   ++(*g_via)[via];
@@ -547,15 +556,107 @@ CUresult fake_cuGraphExecNodeSetParams(CUgraphExec, CUgraphNode, CUgraphNodePara
   return generic("cuGraphExecNodeSetParams", p);
 }
 
+// Memory. A "device" allocation is host memory the stand-in hands out (cuMemAlloc) or a test declares
+// (fakecuda_register_memory); kernels "run" on the host, so a device pointer is also a host pointer. cuMemFree
+// poisons a block (0xdd) before it is reused: what tmaguard reads must have been copied while the block was live.
 namespace {
-std::vector<std::pair<unsigned long long, unsigned long long>>* g_memory = nullptr;  // [start, end)
+struct Block {
+  unsigned long long start, end;
+  unsigned type;  // CU_MEMORYTYPE_DEVICE or CU_MEMORYTYPE_HOST
+  bool backed;    // real memory behind it (cuMemAlloc, cuMemHostAlloc); a declared range reads as zeros
+};
+std::vector<Block>* g_memory = nullptr;
+std::vector<std::pair<void*, std::size_t>>* g_freed = nullptr;  // freed device blocks, reused for the same size
+
+// Caller holds g_mu.
+const Block* block_of(unsigned long long p) {
+  if (g_memory)
+    for (const Block& b : *g_memory)
+      if (p >= b.start && p < b.end) return &b;
+  return nullptr;
+}
+void add_block(unsigned long long addr, unsigned long long size, unsigned type, bool backed = true) {
+  if (!g_memory) g_memory = new std::vector<Block>;
+  g_memory->push_back({addr, addr + size, type, backed});
+}
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) void fakecuda_register_memory(unsigned long long addr,
                                                                                 unsigned long long size) {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (!g_memory) g_memory = new std::vector<std::pair<unsigned long long, unsigned long long>>;
-  g_memory->emplace_back(addr, addr + size);
+  add_block(addr, size, CU_MEMORYTYPE_DEVICE, false);
+}
+extern "C" __attribute__((visibility("default"))) void fakecuda_register_host_memory(unsigned long long addr,
+                                                                                     unsigned long long size) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  add_block(addr, size, CU_MEMORYTYPE_HOST);
+}
+extern "C" __attribute__((visibility("default"))) void fakecuda_set_kernel_effect(void* handle,
+                                                                                  void (*effect)(void**, void*),
+                                                                                  void* user) {
+  if (FakeKernel* k = as_any(handle)) {
+    k->effect = effect;
+    k->effect_user = user;
+    if (k->twin) {
+      k->twin->effect = effect;
+      k->twin->effect_user = user;
+    }
+  }
+}
+
+CUresult fake_cuMemAlloc_v2(CUdeviceptr* out, size_t size) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!out || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_mu);
+  void* p = nullptr;
+  if (g_freed)
+    for (auto it = g_freed->begin(); it != g_freed->end(); ++it)
+      if (it->second == size) {
+        p = it->first;
+        g_freed->erase(it);
+        break;
+      }
+  if (!p && posix_memalign(&p, 256, size) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(p, 0, size);
+  add_block(reinterpret_cast<unsigned long long>(p), size, CU_MEMORYTYPE_DEVICE);
+  *out = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemFree_v2(CUdeviceptr p) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_memory)
+    for (auto it = g_memory->begin(); it != g_memory->end(); ++it)
+      if (it->start == p && it->type == CU_MEMORYTYPE_DEVICE) {
+        std::memset(reinterpret_cast<void*>(p), 0xdd, it->end - it->start);
+        if (!g_freed) g_freed = new std::vector<std::pair<void*, std::size_t>>;
+        g_freed->emplace_back(reinterpret_cast<void*>(p), it->end - it->start);
+        g_memory->erase(it);
+        return CUDA_SUCCESS;
+      }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult fake_cuMemHostAlloc(void** out, size_t size, unsigned int) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!out || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (const char* no = std::getenv("FAKECUDA_NO_PINNED"); no && *no == '1') return CUDA_ERROR_OUT_OF_MEMORY;
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, size) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::lock_guard<std::mutex> lock(g_mu);
+  add_block(reinterpret_cast<unsigned long long>(p), size, CU_MEMORYTYPE_HOST);
+  *out = p;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuMemFreeHost(void* p) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_memory)
+    for (auto it = g_memory->begin(); it != g_memory->end(); ++it)
+      if (it->start == reinterpret_cast<unsigned long long>(p) && it->type == CU_MEMORYTYPE_HOST) {
+        g_memory->erase(it);
+        std::free(p);
+        return CUDA_SUCCESS;
+      }
+  return CUDA_ERROR_INVALID_VALUE;
 }
 
 // Range queries only, as tmaguard uses them. An address the "driver" never allocated is INVALID_VALUE.
@@ -563,16 +664,138 @@ CUresult fake_cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdevi
   if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
   if (!data) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_memory)
-    for (const auto& [start, end] : *g_memory) {
-      if (ptr < start || ptr >= end) continue;
-      if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
-        *static_cast<CUdeviceptr*>(data) = start;
-      else if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
-        *static_cast<size_t*>(data) = end - start;
-      else
-        return CUDA_ERROR_NOT_SUPPORTED;
-      return CUDA_SUCCESS;
+  const Block* b = block_of(ptr);
+  if (!b) return CUDA_ERROR_INVALID_VALUE;
+  if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+    *static_cast<CUdeviceptr*>(data) = b->start;
+  else if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+    *static_cast<size_t*>(data) = b->end - b->start;
+  else if (attr == CU_POINTER_ATTRIBUTE_MEMORY_TYPE)
+    *static_cast<unsigned*>(data) = b->type;
+  else
+    return CUDA_ERROR_NOT_SUPPORTED;
+  return CUDA_SUCCESS;
+}
+// As the real one: never an error for an address the driver does not know; its attributes read as zeros.
+CUresult fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* attrs, void** data, CUdeviceptr ptr) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!attrs || !data) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_mu);
+  const Block* b = block_of(ptr);
+  for (unsigned i = 0; i < n; ++i) {
+    switch (attrs[i]) {
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *static_cast<unsigned*>(data[i]) = b ? b->type : 0; break;
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data[i]) = b ? b->start : 0; break;
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data[i]) = b ? b->end - b->start : 0; break;
+      default: return CUDA_ERROR_NOT_SUPPORTED;
     }
-  return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+// Streams, events and copies. Work runs at once (a kernel when launched, a copy when issued), so stream order is
+// program order; an event reports NOT_READY to its first FAKECUDA_EVENT_POLLS queries (default 1) so that a caller
+// must poll. A stream being captured takes no copies or events (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, counted:
+// fakecuda_capture_violations) and says so to cuStreamIsCapturing.
+namespace {
+std::vector<CUstream>* g_capturing = nullptr;  // under g_mu
+std::atomic<unsigned long> g_capture_violations{0}, g_copies{0};
+struct FakeEvent {
+  std::atomic<int> polls_left{0};
+};
+bool capturing_locked(CUstream s) {
+  return g_capturing && std::find(g_capturing->begin(), g_capturing->end(), s) != g_capturing->end();
+}
+bool capturing(CUstream s) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return capturing_locked(s);
+}
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) unsigned long fakecuda_capture_violations() {
+  return g_capture_violations.load();
+}
+extern "C" __attribute__((visibility("default"))) unsigned long fakecuda_copies() { return g_copies.load(); }
+
+CUresult fake_cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_capturing) g_capturing = new std::vector<CUstream>;
+  g_capturing->push_back(s);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuStreamEndCapture(CUstream s, CUgraph* g) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g) *g = nullptr;
+  if (!capturing_locked(s)) return CUDA_ERROR_ILLEGAL_STATE;
+  g_capturing->erase(std::find(g_capturing->begin(), g_capturing->end(), s));
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!status) return CUDA_ERROR_INVALID_VALUE;
+  *status = capturing(s) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  static thread_local CUstreamCaptureMode current = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  std::swap(current, *mode);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuCtxSetCurrent(CUcontext ctx) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  return ctx == reinterpret_cast<CUcontext>(0x5000) || ctx == nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+CUresult fake_cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (capturing(s)) {
+    ++g_capture_violations;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  bool backed;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    const Block* from = block_of(src);
+    const Block* to = block_of(reinterpret_cast<unsigned long long>(dst));
+    if (!dst || !from || from->type != CU_MEMORYTYPE_DEVICE || src + n > from->end) return CUDA_ERROR_INVALID_VALUE;
+    // A pageable destination would make the copy synchronous: only pinned memory (cuMemHostAlloc) is taken here.
+    if (!to || to->type != CU_MEMORYTYPE_HOST || reinterpret_cast<unsigned long long>(dst) + n > to->end)
+      return CUDA_ERROR_INVALID_VALUE;
+    backed = from->backed;
+  }
+  if (backed)
+    std::memcpy(dst, reinterpret_cast<const void*>(src), n);
+  else
+    std::memset(dst, 0, n);
+  ++g_copies;
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuEventCreate(CUevent* e, unsigned int) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  *e = reinterpret_cast<CUevent>(new FakeEvent);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuEventRecord(CUevent e, CUstream s) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (capturing(s)) {
+    ++g_capture_violations;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  int polls = 1;
+  if (const char* p = std::getenv("FAKECUDA_EVENT_POLLS")) polls = std::atoi(p);
+  reinterpret_cast<FakeEvent*>(e)->polls_left.store(polls);
+  return CUDA_SUCCESS;
+}
+CUresult fake_cuEventQuery(CUevent e) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  auto* ev = reinterpret_cast<FakeEvent*>(e);
+  return ev->polls_left.fetch_sub(1) > 0 ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+CUresult fake_cuEventDestroy_v2(CUevent e) {
+  delete reinterpret_cast<FakeEvent*>(e);
+  return CUDA_SUCCESS;
 }

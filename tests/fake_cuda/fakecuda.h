@@ -18,4 +18,13 @@ unsigned long fakecuda_launches(void* handle);
 void fakecuda_register_memory(unsigned long long addr, unsigned long long size);
 //! How many launches came through the named entry point (e.g. "cuLaunchKernel_ptsz").
 unsigned long fakecuda_launches_via(const char* entry);
+//! Declares [addr, addr + size) as pinned host memory (cuPointerGetAttribute(s) say CU_MEMORYTYPE_HOST).
+void fakecuda_register_host_memory(unsigned long long addr, unsigned long long size);
+//! What a kernel does when it runs (at launch: the stand-in's stream order is program order), e.g. write descriptor
+//! bytes into a device buffer its parameters point to.
+void fakecuda_set_kernel_effect(void* handle, void (*effect)(void** params, void* user), void* user);
+//! Copies and events refused because their stream was being captured (tmaguard must never cause one).
+unsigned long fakecuda_capture_violations();
+//! Device-to-host copies made (cuMemcpyDtoHAsync).
+unsigned long fakecuda_copies();
 }

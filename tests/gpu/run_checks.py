@@ -262,6 +262,102 @@ def grouped_mm():
            and embedded >= 3, f"rc={p.returncode} embedded_maps={embedded} kernels={json.dumps(seen)[:1500]}")
 
 
+def device_maps():
+    """Maps built in device memory (README: Device maps): Triton tl.make_tensor_descriptor kernels healthy and bad,
+    Inductor's persistent TMA matmul, torch._grouped_mm and SDPA, read back after the kernel with the default policy
+    (the first launches of each kernel). Records what each workload showed (the census column maps_in_device_memory)."""
+    script = os.path.join(ARGS.root, "tests", "gpu", "device_maps.py")
+    os.makedirs(os.path.join(ARGS.out, "logs"), exist_ok=True)
+    log = os.path.join(ARGS.out, "logs", "device_maps.jsonl")
+    sec = "device maps (read after the kernel)"
+
+    def audit(recs):
+        s = events(recs, "summary")
+        return (s[-1].get("device_audit") or {}) if s else {}
+
+    def census(recs):
+        return {r.get("kernel", "")[:70]: r.get("maps_in_device_memory") for r in events(recs, "census")
+                if r.get("maps_in_device_memory")}
+
+    # Triton, healthy: clean in abort mode, maps found, results right
+    p, recs, _ = run([sys.executable, script, "triton", "healthy"], mode="abort", log=log)
+    v, w = events(recs, "violation"), events(recs, "warning")
+    a = audit(recs)
+    ok = p.returncode == 0 and "correct=1" in p.stdout and not v and not w and a.get("maps_found", 0) >= 2
+    record(sec, "Triton make_tensor_descriptor healthy: clean, maps found", ok,
+           f"rc={p.returncode} {p.stdout.strip()[-120:]} audit={a} violations={len(v)} warnings="
+           f"{[r.get('rule') or r.get('message', '')[:80] for r in w]}" + ("" if ok else f" stderr={p.stderr[-800:]!r}"))
+    # inspect: where the maps sit, which form
+    p, recs, _ = run([sys.executable, script, "triton", "healthy"], mode="inspect", log=log)
+    dev = [m for r in events(recs, "inspect") for m in r.get("tensor_maps", []) if m.get("space") == "device"]
+    places = sorted({(m.get("param_index"), m.get("device_offset")) for m in dev})
+    forms = sorted({(m.get("tensor_map") or {}).get("encoder") for m in dev})
+    record(sec, "Triton make_tensor_descriptor: inspect shows the device maps", p.returncode == 0 and len(places) >= 2,
+           f"places={places} forms={forms} census={census(recs)} dims={[(m.get('tensor_map') or {}).get('dims') for m in dev][:4]}")
+    scratch_param = places[0][0] if places else 4
+    # bad: a descriptor reaching past its allocation (out is an allocation of its own)
+    nocache = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    p, recs, _ = run([sys.executable, script, "triton", "beyond"], mode="log", log=log, extra_env=nocache)
+    v = events(recs, "violation")
+    ok = p.returncode == 0 and any(r.get("rule") == "tmap-beyond-allocation" and r.get("read_after_kernel") for r in v)
+    record(sec, "Triton: a descriptor past its allocation is reported (log)", ok,
+           f"rc={p.returncode} rules={[(r.get('rule'), r.get('param_index'), r.get('device_offset'), r.get('observed', '')[:80]) for r in v][:3]}"
+           + ("" if ok else f" stderr={p.stderr[-800:]!r}"))
+    p, recs, _ = run([sys.executable, script, "triton", "beyond"], mode="abort", log=log, extra_env=nocache)
+    record(sec, "Triton: ... and abort mode stops the job", p.returncode in (-6, 134) and events(recs, "violation"),
+           f"rc={p.returncode} violations={len(events(recs, 'violation'))}")
+    # healthy with no caching allocator too: exact allocations draw no false finding
+    p, recs, _ = run([sys.executable, script, "triton", "healthy"], mode="abort", log=log, extra_env=nocache)
+    record(sec, "Triton healthy, exact allocations (no caching allocator): clean", p.returncode == 0
+           and not events(recs, "violation") and not events(recs, "warning"), f"rc={p.returncode} audit={audit(recs)}")
+    # a user rule catching a transposed device-built store map
+    rules = os.path.join(ARGS.out, "device_desc_rules.toml")
+    with open(rules, "w") as f:
+        f.write(f"""[[rule]]
+id = "device-desc-out-layout"
+kernel = "device_desc_kernel"
+[rule.maps]
+A = "param:{scratch_param}->0"
+OUT = "param:{scratch_param}->128"
+[[rule.check]]
+id = "device-desc-out-transposed"
+kind = "same_dims"
+a = "OUT"
+b = "A"
+""")
+    env = {"TMAGUARD_RULES": rules}
+    p, recs, _ = run([sys.executable, script, "triton", "transposed"], mode="log", log=log, extra_env=env)
+    v = events(recs, "violation")
+    ok = p.returncode == 0 and any(r.get("rule") == "device-desc-out-transposed" for r in v)
+    record(sec, "Triton: a user rule catches a transposed device-built store map", ok,
+           f"rc={p.returncode} {p.stdout.strip()[-80:]} violations={[(r.get('rule'), r.get('observed', '')[:80]) for r in v][:2]}"
+           + ("" if ok else f" stderr={p.stderr[-800:]!r}"))
+    p, recs, _ = run([sys.executable, script, "triton", "healthy"], mode="abort", log=log, extra_env=env)
+    record(sec, "Triton: the same rule on the healthy kernel: clean", p.returncode == 0 and not events(recs, "violation")
+           and not events(recs, "warning"), f"rc={p.returncode}")
+    # real stacks: clean in abort mode; the census says what the audit saw
+    for name, argv, timeout in (
+            ("Inductor persistent TMA matmul (max-autotune)", [sys.executable, script, "inductor"], 900),
+            ("torch._grouped_mm", [sys.executable, os.path.join(ARGS.root, "tests", "gpu", "grouped_mm.py"), "6"], 300),
+            ("SDPA forward+backward", [sys.executable, script, "sdpa"], 300),
+            ("Triton host-descriptor matmul", [sys.executable, os.path.join(ARGS.root, "tests", "gpu", "triton_tma.py"),
+                                               "20"], 300),
+            ("PyTorch training step", [sys.executable, os.path.join(ARGS.root, "tests", "gpu", "torch_step.py"), "5"],
+             300)):
+        p, recs, _ = run(argv, mode="abort", log=log, timeout=timeout)
+        v, w = events(recs, "violation"), events(recs, "warning")
+        ok = p.returncode == 0 and not v and not w
+        a = audit(recs)
+        record(sec, f"{name}: abort mode clean", ok, f"rc={p.returncode} audit={a} violations={len(v)} warnings="
+               f"{[r.get('rule') or r.get('message', '')[:100] for r in w][:3]}" + ("" if ok else f" stderr={p.stderr[-600:]!r}"))
+        p, recs, _ = run(argv, mode="inspect", log=log, timeout=timeout)
+        c = census(recs)
+        dev = [m for r in events(recs, "inspect") for m in r.get("tensor_maps", []) if m.get("space") == "device"]
+        record(sec, f"{name}: census of device maps (informational)", p.returncode == 0,
+               f"kernels_with_device_maps={len(c)} maps={sum(c.values())} census={json.dumps(c)[:600]} "
+               f"forms={sorted({(m.get('tensor_map') or {}).get('encoder') for m in dev})} audit={audit(recs)}")
+
+
 def installed():
     """What scripts/package.sh ships, installed as users install it and nothing else of the build used: the Debian
     package (--package, unpacked with dpkg-deb -x) and the wheel (--wheel, pip-installed with --no-index into a fresh
@@ -657,7 +753,7 @@ def main():
     }
     for k, v in header.items():
         print(f"{k}: {v}")
-    sections = {"fa4": fa4_matrix, "device_forms": device_forms, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm,
+    sections = {"fa4": fa4_matrix, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm,
                 "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
                 "overhead": overhead,
                 "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}

@@ -1,0 +1,397 @@
+// tmaguard shim: the device-map audit (device_audit.h): read-back slots, the worker, judging what was read.
+#include "device_audit.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "allocations.h"
+#include "counters.h"
+#include "device_arch.h"
+#include "driver.h"
+#include "fork_locks.h"
+#include "reporter.h"
+#include "runtime.h"
+#include "tmaguard/judge.h"
+#include "tmaguard/report.h"
+
+namespace tmaguard {
+namespace {
+
+constexpr int kSlotCount = 64;        // reads in flight, process-wide
+constexpr std::size_t kReadsPerLaunch = 8;  // distinct allocations read after one launch, at most
+
+// One read in flight: `bytes` bytes from device address `address` (what parameter place `pointer` held) into
+// `host`, done when `event` is.
+struct Slot {
+  uint8_t* host = nullptr;
+  CUevent event = nullptr;
+  CUcontext event_ctx = nullptr;  // the context `event` was created in
+  CUcontext ctx = nullptr;        // the launch's context
+  const KernelInfo* kernel = nullptr;
+  MapPlace pointer;
+  uint64_t address = 0;
+  std::size_t bytes = 0;
+  bool last_of_launch = false;  // the launch's last read (the launch counts as audited once its reads are judged)
+};
+
+// Process-wide state; g_mu guards everything but the slots' own fields while a read is in flight (only the worker
+// touches a pending slot).
+std::mutex g_mu;
+std::condition_variable* g_cv = nullptr;  // the worker waits for work, the exit drain for an empty queue (made on
+                                          // first use: nothing runs at load time)
+Slot g_slots[kSlotCount];
+std::vector<int>* g_free = nullptr;   // free slots
+std::deque<int>* g_pending = nullptr;  // reads in flight, oldest first
+uint8_t* g_pinned = nullptr;           // kSlotCount x the read size, pinned (allocated on first use)
+bool g_pinned_failed = false;
+bool g_worker_running = false;
+bool g_stopping = false;  // at exit: the worker finishes the read at hand and stops
+
+void fork_prepare() { g_mu.lock(); }
+void fork_parent() { g_mu.unlock(); }
+// The child has no worker and cannot use its parent's CUDA state: it starts with no slots, pinned memory or events.
+void fork_child() {
+  for (Slot& s : g_slots) s = Slot{};
+  g_free = nullptr;
+  g_pending = nullptr;
+  g_pinned = nullptr;
+  g_pinned_failed = false;
+  g_worker_running = false;
+  g_stopping = false;
+  g_cv = nullptr;  // the parent's may be mid-wait: the child makes its own
+  g_mu.unlock();
+}
+
+std::mutex& audit_lock() {
+  register_fork_lock(ForkLock::kDeviceAudit, {fork_prepare, fork_parent, fork_child});
+  return g_mu;
+}
+
+// Runs `fn` with this thread allowed to make calls a graph capture in global mode would otherwise refuse (and be
+// invalidated by): tmaguard's own allocations never touch a stream.
+void relaxed(const std::function<void()>& fn) {
+  auto exchange = TG_REAL(cuThreadExchangeStreamCaptureMode);
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  const bool swapped = exchange && exchange(&mode) == CUDA_SUCCESS;
+  fn();
+  if (swapped) exchange(&mode);
+}
+
+// The 8-byte word at a parameter place, or false when the caller did not provide it.
+bool word_at(const ParamLayout& layout, const MapPlace& p, const LaunchArgs& args, uint64_t* out) {
+  if (p.param >= layout.sizes.size() || p.offset + 8 > layout.sizes[p.param]) return false;
+  const uint8_t* b = nullptr;
+  if (args.kernel_params) {
+    b = static_cast<const uint8_t*>(args.kernel_params[p.param]);
+    if (b) b += p.offset;
+  } else {
+    const std::size_t off = layout.offsets[p.param] + p.offset;
+    if (args.buffer && off + 8 <= args.buffer_size) b = args.buffer + off;
+  }
+  if (!b) return false;
+  std::memcpy(out, b, 8);
+  return true;
+}
+
+// ---- the worker
+
+std::string layout_key(const KernelInfo& k, const std::vector<TensorMapParam>& maps) {
+  uint64_t h = std::hash<std::string>{}(k.name);
+  for (const TensorMapParam& m : maps) {
+    const TensorMapView& v = m.decoded.view;
+    h = launch_key_fold(h, (uint64_t{m.place.param} << 40) ^ (uint64_t{m.place.offset} << 20) ^ m.place.at);
+    h = launch_key_fold(h, (static_cast<uint64_t>(v.dtype) << 40) | (v.rank << 8) | (v.swizzle << 4) | v.interleave);
+    for (uint32_t i = 0; i < v.rank; ++i)
+      h = launch_key_fold(launch_key_fold(launch_key_fold(h, v.dims[i]), v.strides[i]), v.box[i]);
+  }
+  return "inspect-device|" + std::to_string(h);
+}
+
+// The maps in what one read brought back, judged and reported.
+void examine(const Slot& s) {
+  const KernelInfo& k = *s.kernel;
+  std::vector<TensorMapParam> maps;
+  std::vector<Finding> findings;
+  std::vector<uint64_t> seen_bytes;  // a map repeated byte for byte (every program's copy) is judged at its first place
+  for (DeviceWindow& w : find_device_maps(s.host, s.bytes, s.address)) {
+    const uint64_t h = content_hash(s.host + w.at);
+    if (std::find(seen_bytes.begin(), seen_bytes.end(), h) != seen_bytes.end()) continue;
+    seen_bytes.push_back(h);
+    // Only a map whose tensor lies in device memory the driver allocated counts (bytes that merely look like one
+    // elsewhere do not).
+    Range r;
+    if (!device_allocation(w.decoded.view.address, &r)) continue;
+    TensorMapParam m;
+    m.place = MapPlace::device(s.pointer.param, s.pointer.offset, w.at);
+    m.decoded = std::move(w.decoded);
+    const TensorMapView& v = m.decoded.view;
+    if (!template_map(v)) {
+      const std::optional<uint64_t> span = footprint_bytes(v.encode_args());
+      if (span && (*span > r.end - v.address)) {
+        Finding f = make_finding("tmap-beyond-allocation", Severity::kError, k.name, "param " + to_string(m.place), &m);
+        f.expected = fmt::format("the tensor the map describes ({} bytes from 0x{:x}) inside its allocation "
+                                 "[0x{:x}, 0x{:x})",
+                                 *span, v.address, r.start, r.end);
+        f.observed = fmt::format("it reaches {} bytes past the allocation's end", *span - (r.end - v.address));
+        f.hint = "the descriptor's dims or strides are larger than the tensor it was built for (a wrong shape or "
+                 "stride passed to the device-side descriptor)";
+        findings.push_back(std::move(f));
+      }
+    }
+    maps.push_back(std::move(m));
+  }
+  audit_count(AuditCount::kBuffersRead);
+  if (s.last_of_launch) audit_count(AuditCount::kLaunchesAudited);
+  if (maps.empty()) return;
+  audit_count(AuditCount::kMapsFound, maps.size());
+  int seen = k.device_maps.load(std::memory_order_relaxed);
+  while (seen < static_cast<int>(maps.size()) &&
+         !k.device_maps.compare_exchange_weak(seen, static_cast<int>(maps.size()), std::memory_order_relaxed)) {
+  }
+  const std::string provenance = "built or written on the device; read back after the kernel ran";
+  if (mode() == Mode::kInspect) {
+    InspectRecord rec;
+    rec.kernel = k.name;
+    for (std::size_t i = 0; i < k.layout.offsets.size(); ++i) rec.params.emplace_back(k.layout.offsets[i], k.layout.sizes[i]);
+    for (std::size_t i = 0; i < maps.size(); ++i)
+      rec.maps.push_back({static_cast<int>(i), maps[i].place, false, maps[i].decoded, provenance});
+    report_inspect(layout_key(k, maps), rec);
+  }
+  Judgement j = judge_launch(rules(), k.device_rules, k.name, maps, current_arch());
+  for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
+  findings.insert(findings.end(), j.findings.begin(), j.findings.end());
+  if (findings.empty()) return;
+  for (Finding& f : findings) {
+    f.provenance = provenance;
+    // The launch already ran: reject mode has nothing left to refuse, so it logs.
+    if (f.severity == Severity::kError && (f.action == "reject" || (f.action.empty() && mode() == Mode::kReject)))
+      f.action = "log";
+  }
+  report_findings(findings);
+}
+
+void nap(long ns) {
+  const timespec t{0, ns};
+  nanosleep(&t, nullptr);
+}
+
+void* worker(void*) {
+  t_hot.hook_depth = 1;  // whatever this thread calls passes through tmaguard's wrappers
+  auto exchange = TG_REAL(cuThreadExchangeStreamCaptureMode);
+  CUstreamCaptureMode relaxed_mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (exchange) exchange(&relaxed_mode);
+  auto query = TG_REAL(cuEventQuery);
+  auto set_ctx = TG_REAL(cuCtxSetCurrent);
+  CUcontext current = nullptr;
+  long pause = 20 * 1000;
+  for (;;) {
+    std::vector<int> in_flight;
+    {
+      std::unique_lock<std::mutex> lock(g_mu);
+      g_cv->wait(lock, [] { return g_stopping || (g_pending && !g_pending->empty()); });
+      if (g_stopping) {
+        g_worker_running = false;
+        g_cv->notify_all();
+        return nullptr;
+      }
+      in_flight.assign(g_pending->begin(), g_pending->end());
+    }
+    // Every read in flight is polled, never waited on: the job's streams are never synchronised, a slow stream holds
+    // up no other, and the exit drain can stop the worker. A read whose event failed is dropped unjudged.
+    std::vector<int> done;
+    for (const int i : in_flight) {
+      Slot& s = g_slots[i];
+      if (s.ctx != current && set_ctx && set_ctx(s.ctx) == CUDA_SUCCESS) current = s.ctx;
+      const CUresult rc = query ? query(s.event) : CUDA_ERROR_NOT_FOUND;
+      if (rc == CUDA_ERROR_NOT_READY) continue;
+      if (rc == CUDA_SUCCESS) {
+        try {
+          examine(s);
+        } catch (...) {
+          // a record that cannot be built is lost, never the job
+        }
+      }
+      done.push_back(i);
+    }
+    if (done.empty()) {
+      nap(pause);
+      pause = std::min(pause * 2, 2L * 1000 * 1000);
+      continue;
+    }
+    pause = 20 * 1000;
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (const int i : done) {
+      g_pending->erase(std::find(g_pending->begin(), g_pending->end(), i));
+      g_slots[i].kernel = nullptr;
+      g_free->push_back(i);
+    }
+    g_cv->notify_all();
+  }
+}
+
+// At exit, before the summary (registered after it): reads still in flight get up to two seconds, then the worker
+// stops and what is left is counted.
+void drain_at_exit() {
+  std::unique_lock<std::mutex> lock(g_mu);
+  if (!g_worker_running) return;
+  g_cv->wait_for(lock, std::chrono::seconds(2), [] { return !g_pending || g_pending->empty(); });
+  if (g_pending && !g_pending->empty()) audit_skipped(AuditSkip::kUnfinishedAtExit, g_pending->size());
+  g_stopping = true;
+  g_cv->notify_all();
+  g_cv->wait_for(lock, std::chrono::milliseconds(200), [] { return !g_worker_running; });
+}
+
+// Caller holds g_mu. Pinned memory, the free list and the worker, on first use; false when there is no pinned memory.
+bool ready_locked() {
+  if (!g_cv) g_cv = new std::condition_variable;
+  if (!g_free) {
+    g_free = new std::vector<int>;
+    g_pending = new std::deque<int>;
+    for (int i = kSlotCount - 1; i >= 0; --i) g_free->push_back(i);
+  }
+  if (!g_pinned && !g_pinned_failed) {
+    auto alloc = TG_REAL(cuMemHostAlloc);
+    void* p = nullptr;
+    const std::size_t total = kSlotCount * config().device_read_bytes;
+    relaxed([&] {
+      if (!alloc || alloc(&p, total, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) p = nullptr;
+    });
+    g_pinned = static_cast<uint8_t*>(p);
+    g_pinned_failed = !p;
+    if (!p)
+      report_notice("device-audit-no-memory", "warning",
+                    "cannot allocate pinned host memory for the device-map audit: maps in device memory are not read");
+    for (int i = 0; p && i < kSlotCount; ++i) g_slots[i].host = g_pinned + i * config().device_read_bytes;
+  }
+  if (!g_pinned) return false;
+  if (!g_worker_running) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, worker, nullptr) == 0) {
+      g_worker_running = true;
+      static std::atomic<bool> registered{false};
+      if (!registered.exchange(true)) std::atexit(drain_at_exit);
+    }
+    pthread_attr_destroy(&attr);
+  }
+  return g_worker_running;
+}
+
+// A launch's share of the audit budget: false when its kernel's audits are used up.
+bool claim(const KernelInfo& k) {
+  uint64_t left = k.audits_left.load(std::memory_order_relaxed);
+  while (left != 0) {
+    if (left == kAuditEveryLaunch) return true;
+    if (k.audits_left.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void audit_after_launch(const KernelInfo& k, void** kernel_params, void** extra, CUstream stream, bool per_thread) {
+  if (k.pointers.empty()) return;
+  if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  // Never add work to a stream that is being captured into a graph (nor ask about one that cannot be asked). Such
+  // launches do not use up the kernel's audits.
+  auto capturing = TG_REAL(cuStreamIsCapturing);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (!capturing || capturing(stream, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    audit_skipped(AuditSkip::kCapturing);
+    return;
+  }
+  if (!audit_due(k)) return;
+  const LaunchArgs args = kernel_params ? LaunchArgs{kernel_params, nullptr, 0, true} : parse_extra(extra);
+  struct Read {
+    MapPlace pointer;
+    uint64_t address;
+    std::size_t bytes;
+  };
+  std::vector<Read> reads;
+  for (const MapPlace& p : k.pointers) {
+    uint64_t v = 0;
+    if (reads.size() >= kReadsPerLaunch || !word_at(k.layout, p, args, &v) || v == 0) continue;
+    if (std::any_of(reads.begin(), reads.end(), [&](const Read& r) { return r.address == v; })) continue;
+    Range r;
+    if (!device_allocation(v, &r)) continue;  // not device memory the driver allocated: never read
+    const std::size_t n = std::min<uint64_t>(config().device_read_bytes, r.end - v);
+    if (n >= kTensorMapBytes) reads.push_back({p, v, n});
+  }
+  if (reads.empty()) return;
+  CUcontext ctx = nullptr;
+  if (auto get = TG_REAL(cuCtxGetCurrent)) get(&ctx);
+  auto copy = TG_REAL(cuMemcpyDtoHAsync_v2);
+  auto record = TG_REAL(cuEventRecord);
+  auto create = TG_REAL(cuEventCreate);
+  auto destroy = TG_REAL(cuEventDestroy_v2);
+  if (!copy || !record || !create) return;
+  std::lock_guard<std::mutex> lock(audit_lock());
+  if (!ready_locked()) {  // said once; this kernel's launches are not audited again
+    audit_skipped(AuditSkip::kNoPinnedMemory);
+    k.audits_left.store(0, std::memory_order_relaxed);
+    return;
+  }
+  int last = -1;  // this launch's last read
+  for (std::size_t i = 0; i < reads.size(); ++i) {
+    if (g_free->empty()) {
+      audit_skipped(AuditSkip::kBusy, reads.size() - i);
+      break;
+    }
+    const int idx = g_free->back();
+    Slot& s = g_slots[idx];
+    if (s.event && s.event_ctx != ctx) {
+      relaxed([&] {
+        if (destroy) destroy(s.event);
+      });
+      s.event = nullptr;
+    }
+    if (!s.event) {
+      CUresult rc = CUDA_ERROR_UNKNOWN;
+      relaxed([&] { rc = create(&s.event, CU_EVENT_DISABLE_TIMING); });
+      if (rc != CUDA_SUCCESS) {
+        s.event = nullptr;
+        audit_skipped(AuditSkip::kCopyRefused);
+        continue;
+      }
+      s.event_ctx = ctx;
+    }
+    if (copy(s.host, static_cast<CUdeviceptr>(reads[i].address), reads[i].bytes, stream) != CUDA_SUCCESS) {
+      audit_skipped(AuditSkip::kCopyRefused);
+      continue;
+    }
+    if (record(s.event, stream) != CUDA_SUCCESS) {
+      // The copy is queued but its end cannot be known: the slot is never reused.
+      g_free->pop_back();
+      audit_skipped(AuditSkip::kCopyRefused);
+      continue;
+    }
+    g_free->pop_back();
+    s.ctx = ctx;
+    s.kernel = &k;
+    s.pointer = reads[i].pointer;
+    s.address = reads[i].address;
+    s.bytes = reads[i].bytes;
+    s.last_of_launch = false;
+    g_pending->push_back(idx);
+    last = idx;
+  }
+  // A launch whose reads all found no slot leaves the kernel's audits for a later launch.
+  if (last >= 0 && claim(k)) g_slots[last].last_of_launch = true;
+  g_cv->notify_all();
+}
+
+}  // namespace tmaguard

@@ -1,0 +1,30 @@
+// tmaguard shim: the device-map audit. Tensor maps a kernel keeps in device memory (Triton's device-side
+// descriptors in its global scratch, Inductor's TMA workspace, CUTLASS's per-group maps) are invisible at launch
+// time: they are built or rewritten by the kernel itself. After the first launches of each kernel whose parameters
+// hold device addresses, tmaguard copies the memory those addresses lead to (bounded, never past the allocation) into
+// pinned memory of its own, in the launch's stream, after the kernel, and records an event; a worker thread of its
+// own waits for the event, finds the maps in the bytes, and judges them (generic checks, a footprint past the end of
+// the allocation, the user rules that name "param:N->AT" places). Findings come after the fact and say so.
+//
+//   launch (launch_checked) --> the kernel --> cuMemcpyDtoHAsync into a slot --> cuEventRecord   (the job's stream)
+//   worker: cuEventQuery until done --> find_device_maps --> judge --> report --> slot free
+//
+// Never: a synchronisation of the job's streams, work added to a stream being captured into a graph (counted), a
+// read of memory the driver did not allocate as device memory. Bounded: 32 slots of TMAGUARD_DEVICE_READ_BYTES.
+#pragma once
+
+#include <atomic>
+
+#include "cuda_names.h"
+#include "kernel_cache.h"
+
+namespace tmaguard {
+
+//! Whether launches of this kernel are still audited (its first TMAGUARD_DEVICE_AUDIT launches with pointers).
+inline bool audit_due(const KernelInfo& k) { return k.audits_left.load(std::memory_order_relaxed) != 0; }
+
+//! After a launch of `k` that the driver accepted: reads back what its pointer parameters lead to, in `stream`'s
+//! order (`per_thread`: the launch came through a _ptsz entry, so stream 0 is the per-thread default stream).
+void audit_after_launch(const KernelInfo& k, void** kernel_params, void** extra, CUstream stream, bool per_thread);
+
+}  // namespace tmaguard

@@ -1,0 +1,149 @@
+// Scenarios: tensor maps a kernel builds in device memory, as Triton's tl.make_tensor_descriptor does (tensormap.replace
+// into the global scratch buffer its allocator hands each launch, program p's descriptors at p * 256 + {0, 128}).
+// The stand-in runs a kernel's "body" at launch (fakecuda_set_kernel_effect): it writes device-built descriptors.
+//
+//   device_desc   triton_device_desc_kernel(a, out, M, scratch, profile_scratch), 8 programs, 6 launches, each
+//                 with a fresh scratch buffer (cuMemAlloc). a and out: 128 x 64 bf16 (16 KiB each).
+//     TG_DEVICE_BAD=beyond       the store map of `out` says 256 rows: it reaches 16 KiB past out's allocation
+//                  =transposed   the store map of `out` sees it column-major (dims {128, 64}, stride 256 B)
+//     TG_DEVICE_FREE=1           the scratch buffer is freed right after each launch (and its memory reused)
+//     TG_DEVICE_SCRATCH=host     the scratch "pointer" is ordinary host memory; =pinned: pinned host memory
+//     TG_DEVICE_CAPTURE=1        every launch goes to a stream being captured into a graph
+//     TG_DEVICE_THREADS=N        N threads launch at once (each its own kernel and buffers)
+// Prints "DEVICE copies=N capture_violations=M" (the stand-in's counts) before it returns.
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client.h"
+#include "fakecuda.h"
+#include "tmaguard/tensormap.h"
+
+namespace client {
+namespace {
+
+constexpr int kPrograms = 8;
+constexpr uint64_t kRows = 128, kCols = 64;
+std::atomic<unsigned long> g_ran{0};
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+CUdeviceptr alloc(std::size_t n) {
+  static auto fn = reinterpret_cast<PFN_cuMemAlloc_v3020>(dlsym(g_lib, "cuMemAlloc_v2"));
+  CUdeviceptr p = 0;
+  if (!fn || fn(&p, n) != CUDA_SUCCESS) die("cuMemAlloc failed");
+  return p;
+}
+void release(CUdeviceptr p) {
+  static auto fn = reinterpret_cast<PFN_cuMemFree_v3020>(dlsym(g_lib, "cuMemFree_v2"));
+  if (!fn || fn(p) != CUDA_SUCCESS) die("cuMemFree failed");
+}
+
+// What tensormap.replace leaves in a zero-filled descriptor for a rows x cols bf16 matrix (row-major), or its
+// transposed (column-major) view.
+void device_map(uint8_t* out, uint64_t addr, uint64_t rows, uint64_t cols, bool transposed) {
+  tmaguard::EncodeArgs a;
+  a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  a.rank = 2;
+  a.address = addr;
+  a.dims = transposed ? std::array<uint64_t, 5>{rows, cols} : std::array<uint64_t, 5>{cols, rows};
+  a.strides = {2 * (transposed ? rows : cols)};
+  a.box = {64, 64};
+  a.element_strides = {1, 1};
+  a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  if (tmaguard::encode_in_form(tmaguard::Encoder::kDeviceBuilt, a, out) != 0) die("device-built encode failed");
+}
+
+// The kernel body: every program writes its two descriptors (a's load map, out's store map) into the scratch.
+void body(void** params, void*) {
+  uint64_t a, out, scratch;
+  std::memcpy(&a, params[0], 8);
+  std::memcpy(&out, params[1], 8);
+  std::memcpy(&scratch, params[3], 8);
+  const std::string bad = env("TG_DEVICE_BAD");
+  auto* s = reinterpret_cast<uint8_t*>(scratch);
+  for (int p = 0; p < kPrograms; ++p) {
+    device_map(s + p * 256, a, kRows, kCols, false);
+    device_map(s + p * 256 + 128, out, bad == "beyond" ? 2 * kRows : kRows, kCols, bad == "transposed");
+  }
+}
+
+void launches(int n) {
+  static auto set_effect =
+      reinterpret_cast<decltype(&fakecuda_set_kernel_effect)>(fake_api("fakecuda_set_kernel_effect"));
+  const CUdeviceptr a = alloc(kRows * kCols * 2), out = alloc(kRows * kCols * 2);
+  const int32_t m = kRows;
+  const uint64_t none = 0;
+  const std::string where = env("TG_DEVICE_SCRATCH");
+  std::vector<uint8_t> host_scratch(kPrograms * 256);
+  auto bytes = [](const void* v, std::size_t size) {
+    const auto* b = static_cast<const uint8_t*>(v);
+    return std::vector<uint8_t>(b, b + size);
+  };
+  Kernel k = make_kernel_raw("triton_device_desc_kernel",
+                             {bytes(&a, 8), bytes(&out, 8), bytes(&m, 4), bytes(&none, 8), bytes(&none, 8)});
+  set_effect(k.handle, body, nullptr);
+  for (int i = 0; i < n; ++i) {
+    uint64_t scratch;
+    if (where == "host") {
+      scratch = reinterpret_cast<uint64_t>(host_scratch.data());
+    } else if (where == "pinned") {
+      static auto reg =
+          reinterpret_cast<decltype(&fakecuda_register_host_memory)>(fake_api("fakecuda_register_host_memory"));
+      static bool registered = false;
+      if (!registered) reg(reinterpret_cast<uint64_t>(host_scratch.data()), host_scratch.size());
+      registered = true;
+      scratch = reinterpret_cast<uint64_t>(host_scratch.data());
+    } else {
+      scratch = alloc(kPrograms * 256);
+    }
+    k.values[3] = bytes(&scratch, 8);
+    launch(k);
+    if (where.empty() && env("TG_DEVICE_FREE") == "1") {
+      release(scratch);
+      // The freed block is reused at once and overwritten: what tmaguard judges must be what the kernel wrote.
+      const CUdeviceptr again = alloc(kPrograms * 256);
+      std::memset(reinterpret_cast<void*>(again), 0x5a, kPrograms * 256);
+    }
+  }
+  g_ran += ran(k);
+}
+
+int device_desc() {
+  if (env("TG_DEVICE_CAPTURE") == "1") {
+    auto begin = reinterpret_cast<PFN_cuStreamBeginCapture_v10010>(dlsym(g_lib, "cuStreamBeginCapture_v2"));
+    g_stream = reinterpret_cast<CUstream>(0x7700);
+    if (!begin || begin(g_stream, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS) die("capture failed");
+  }
+  const int threads = std::atoi(env("TG_DEVICE_THREADS").c_str());
+  if (threads > 1) {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) ts.emplace_back([] { launches(6); });
+    for (auto& t : ts) t.join();
+  } else {
+    launches(6);
+  }
+  static auto copies = reinterpret_cast<decltype(&fakecuda_copies)>(fake_api("fakecuda_copies"));
+  static auto violations =
+      reinterpret_cast<decltype(&fakecuda_capture_violations)>(fake_api("fakecuda_capture_violations"));
+  std::printf("DEVICE copies=%lu capture_violations=%lu\n", copies(), violations());
+  return finish(g_ran.load());
+}
+
+}  // namespace
+
+const std::vector<Scenario>& device_scenarios() {
+  static const std::vector<Scenario> s = {{"device_desc", device_desc}};
+  return s;
+}
+
+}  // namespace client
