@@ -63,4 +63,11 @@ bool device_allocation(uint64_t addr, Range* out) {
   return true;
 }
 
+Range mapped_through(Range r, uint64_t end) {
+  Range next;
+  for (int i = 0; i < 64 && r.end < end && allocation_now(r.end, &next) == Allocation::kFound && next.start == r.end; ++i)
+    r.end = next.end;
+  return r;
+}
+
 }  // namespace tmaguard

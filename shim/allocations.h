@@ -21,5 +21,10 @@ Allocation allocation_now(uint64_t addr, Range* out);
 //! Whether `addr` lies in device memory the driver allocated (device or managed memory, never host memory, pinned or
 //! not), with its range: one cuPointerGetAttributes call, which answers for any address without an error.
 bool device_allocation(uint64_t addr, Range* out);
+//! `r` extended over the driver allocations that follow it without a gap, until it reaches `end` (at most 64 of
+//! them): memory mapped piece by piece into one range (PyTorch's expandable segments map 20 MiB pieces with cuMemMap,
+//! each its own allocation to the driver) is one span to a tensor, so a map reaching into the next piece is not past
+//! its allocation.
+Range mapped_through(Range r, uint64_t end);
 
 }  // namespace tmaguard

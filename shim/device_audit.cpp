@@ -89,35 +89,7 @@ void relaxed(const std::function<void()>& fn) {
   if (swapped) exchange(&mode);
 }
 
-// The 8-byte word at a parameter place, or false when the caller did not provide it.
-bool word_at(const ParamLayout& layout, const MapPlace& p, const LaunchArgs& args, uint64_t* out) {
-  if (p.param >= layout.sizes.size() || p.offset + 8 > layout.sizes[p.param]) return false;
-  const uint8_t* b = nullptr;
-  if (args.kernel_params) {
-    b = static_cast<const uint8_t*>(args.kernel_params[p.param]);
-    if (b) b += p.offset;
-  } else {
-    const std::size_t off = layout.offsets[p.param] + p.offset;
-    if (args.buffer && off + 8 <= args.buffer_size) b = args.buffer + off;
-  }
-  if (!b) return false;
-  std::memcpy(out, b, 8);
-  return true;
-}
-
 // ---- the worker
-
-std::string layout_key(const KernelInfo& k, const std::vector<TensorMapParam>& maps) {
-  uint64_t h = std::hash<std::string>{}(k.name);
-  for (const TensorMapParam& m : maps) {
-    const TensorMapView& v = m.decoded.view;
-    h = launch_key_fold(h, (uint64_t{m.place.param} << 40) ^ (uint64_t{m.place.offset} << 20) ^ m.place.at);
-    h = launch_key_fold(h, (static_cast<uint64_t>(v.dtype) << 40) | (v.rank << 8) | (v.swizzle << 4) | v.interleave);
-    for (uint32_t i = 0; i < v.rank; ++i)
-      h = launch_key_fold(launch_key_fold(launch_key_fold(h, v.dims[i]), v.strides[i]), v.box[i]);
-  }
-  return "inspect-device|" + std::to_string(h);
-}
 
 // The maps in what one read brought back, judged and reported.
 void examine(const Slot& s) {
@@ -137,18 +109,19 @@ void examine(const Slot& s) {
     m.place = MapPlace::device(s.pointer.param, s.pointer.offset, w.at);
     m.decoded = std::move(w.decoded);
     const TensorMapView& v = m.decoded.view;
-    if (!template_map(v)) {
-      const std::optional<uint64_t> span = footprint_bytes(v.encode_args());
-      if (span && (*span > r.end - v.address)) {
-        Finding f = make_finding("tmap-beyond-allocation", Severity::kError, k.name, "param " + to_string(m.place), &m);
-        f.expected = fmt::format("the tensor the map describes ({} bytes from 0x{:x}) inside its allocation "
-                                 "[0x{:x}, 0x{:x})",
-                                 *span, v.address, r.start, r.end);
-        f.observed = fmt::format("it reaches {} bytes past the allocation's end", *span - (r.end - v.address));
-        f.hint = "the descriptor's dims or strides are larger than the tensor it was built for (a wrong shape or "
-                 "stride passed to the device-side descriptor)";
-        findings.push_back(std::move(f));
-      }
+    // The bytes the map covers, past the allocation its address lies in and any that follow it without a gap (no
+    // claim for a template or a map built on address arithmetic: map_range says which).
+    const std::optional<ByteRange> span = template_map(v) ? std::nullopt : map_range(v.encode_args());
+    const uint64_t end = span ? mapped_through(r, span->end).end : 0;
+    if (span && span->end > end) {
+      Finding f = make_finding("tmap-beyond-allocation", Severity::kError, k.name, "param " + to_string(m.place), &m);
+      f.expected = fmt::format("the tensor the map describes ({} bytes from 0x{:x}) inside its allocation "
+                               "[0x{:x}, 0x{:x})",
+                               span->end - span->first, span->first, r.start, end);
+      f.observed = fmt::format("it reaches {} bytes past the allocation's end", span->end - end);
+      f.hint = "the descriptor's dims or strides are larger than the tensor it was built for (a wrong shape or "
+               "stride passed to the device-side descriptor)";
+      findings.push_back(std::move(f));
     }
     maps.push_back(std::move(m));
   }
@@ -167,7 +140,7 @@ void examine(const Slot& s) {
     for (std::size_t i = 0; i < k.layout.offsets.size(); ++i) rec.params.emplace_back(k.layout.offsets[i], k.layout.sizes[i]);
     for (std::size_t i = 0; i < maps.size(); ++i)
       rec.maps.push_back({static_cast<int>(i), maps[i].place, false, maps[i].decoded, provenance});
-    report_inspect(layout_key(k, maps), rec);
+    report_inspect("inspect|" + std::to_string(layout_key(k.name, maps)), rec);
   }
   Judgement j = judge_launch(rules(), k.device_rules, k.name, maps, current_arch());
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
@@ -323,8 +296,10 @@ void audit_after_launch(const KernelInfo& k, void** kernel_params, void** extra,
   };
   std::vector<Read> reads;
   for (const MapPlace& p : k.pointers) {
+    const uint8_t* word = reads.size() < kReadsPerLaunch ? place_bytes(k.layout, p, args, 8) : nullptr;
     uint64_t v = 0;
-    if (reads.size() >= kReadsPerLaunch || !word_at(k.layout, p, args, &v) || v == 0) continue;
+    if (word) std::memcpy(&v, word, 8);
+    if (v == 0) continue;
     if (std::any_of(reads.begin(), reads.end(), [&](const Read& r) { return r.address == v; })) continue;
     Range r;
     if (!device_allocation(v, &r)) continue;  // not device memory the driver allocated: never read

@@ -71,7 +71,7 @@ void after_encode(const Intercepted& call, EncodeApi api, CUresult rc, const CUt
               "globalAddress 0x{:x} is not memory the CUDA driver allocated (a host, freed or foreign pointer?)",
               a.address);
         });
-      } else if (where == Allocation::kFound && span->end > r.end) {
+      } else if (where == Allocation::kFound && span->end > mapped_through(r, span->end).end) {
         warn_once(api, kBeyondAllocation, [&] {
           return fmt::format("the map spans [0x{:x}, 0x{:x}), {} bytes past the end of its allocation [0x{:x}, 0x{:x})",
                              span->first, span->end, span->end - r.end, r.start, r.end);

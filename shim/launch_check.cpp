@@ -36,20 +36,7 @@ struct Collected {
 // Inspect mode: one record per (kernel, layout); the layout ignores addresses so re-allocations do not repeat it.
 void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMapParam>& maps,
              const std::vector<uint64_t>& hashes) {
-  uint64_t layout = std::hash<std::string>{}(k->name);
-  for (const TensorMapParam& m : maps) {
-    const TensorMapView& v = m.decoded.view;
-    layout = launch_key_fold(layout, (uint64_t{m.place.param} << 32) | m.place.offset);
-    if (!m.decoded.ok()) {
-      layout = launch_key_fold(layout, 1);
-      continue;
-    }
-    layout = launch_key_fold(layout, (static_cast<uint64_t>(v.dtype) << 40) | (static_cast<uint64_t>(v.kind) << 32) |
-                                         (v.rank << 8) | (v.swizzle << 4) | v.interleave);
-    for (uint32_t i = 0; i < v.rank; ++i)
-      layout = launch_key_fold(launch_key_fold(launch_key_fold(layout, v.dims[i]), v.strides[i]),
-                               (uint64_t{v.box[i]} << 8) | v.element_strides[i]);
-  }
+  const uint64_t layout = layout_key(k->name, maps);
   InspectRecord r;
   r.kernel = k->name;
   r.grid = {g.gx, g.gy, g.gz};

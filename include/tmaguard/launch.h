@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "tmaguard/place.h"
@@ -46,17 +47,22 @@ struct LaunchArgs {
 //! buffer may be 16 bytes long).
 LaunchArgs parse_extra(void* const* extra, int max_pairs = 64);
 
-//! The 128 bytes of `place` for this launch, or nullptr when the caller did not provide them (a NULL parameter
-//! pointer, a place outside the declared buffer or outside the parameter's own size).
-inline const uint8_t* map_bytes(const ParamLayout& layout, const MapPlace& place, const LaunchArgs& args) {
-  if (place.param >= layout.sizes.size() || place.offset + kTensorMapBytes > layout.sizes[place.param]) return nullptr;
+//! The `n` bytes at `place` (a parameter place) for this launch, or nullptr when the caller did not provide them (a
+//! NULL parameter pointer, a place outside the declared buffer or outside the parameter's own size).
+inline const uint8_t* place_bytes(const ParamLayout& layout, const MapPlace& place, const LaunchArgs& args,
+                                  std::size_t n) {
+  if (place.param >= layout.sizes.size() || place.offset + n > layout.sizes[place.param]) return nullptr;
   if (args.kernel_params) {
     const auto* p = static_cast<const uint8_t*>(args.kernel_params[place.param]);
     return p ? p + place.offset : nullptr;
   }
   const std::size_t off = layout.offsets[place.param] + place.offset;
-  if (!args.buffer || off + kTensorMapBytes > args.buffer_size || off + kTensorMapBytes < off) return nullptr;
+  if (!args.buffer || off + n > args.buffer_size || off + n < off) return nullptr;
   return args.buffer + off;
+}
+//! The 128 bytes of a map's place for this launch (place_bytes).
+inline const uint8_t* map_bytes(const ParamLayout& layout, const MapPlace& place, const LaunchArgs& args) {
+  return place_bytes(layout, place, args, kTensorMapBytes);
 }
 
 // ---- tensor maps inside larger parameters (CUTLASS 3.x passes one Params struct holding its CUtensorMaps)
@@ -151,6 +157,10 @@ std::vector<DeviceWindow> find_device_maps(const uint8_t* bytes, std::size_t n, 
 // ---- the clean-launch key: ONE definition, used by the launch fast path and by the full check alike. A key
 // that the two computed differently would make the clean cache silently never hit.
 
+//! The key of a (kernel, tensor-map layout): every map's place and layout fields, never its address (so that
+//! re-allocations do not make a layout new). Inspect mode writes one record per key, for maps in the parameters and
+//! maps read back from device memory alike.
+uint64_t layout_key(std::string_view kernel, const std::vector<TensorMapParam>& maps);
 //! Folds one map's content hash into a launch key.
 inline uint64_t launch_key_fold(uint64_t key, uint64_t map_hash) {
   return key ^ (map_hash + 0x9e3779b97f4a7c15ULL + (key << 6) + (key >> 2));

@@ -1,6 +1,8 @@
 // tmaguard core: reading a launch's arguments (the `extra` form).
 #include "tmaguard/launch.h"
 
+#include <functional>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -112,6 +114,26 @@ std::vector<DeviceWindow> find_device_maps(const uint8_t* bytes, std::size_t n, 
     r += 64;
   }
   return out;
+}
+
+uint64_t layout_key(std::string_view kernel, const std::vector<TensorMapParam>& maps) {
+  uint64_t key = std::hash<std::string_view>{}(kernel);
+  for (const TensorMapParam& m : maps) {
+    const MapPlace& p = m.place;
+    key = launch_key_fold(key, (uint64_t{p.param} << 32) | p.offset);
+    if (p.on_device()) key = launch_key_fold(key, (uint64_t{1} << 63) | p.at);
+    if (!m.decoded.ok()) {
+      key = launch_key_fold(key, 1);
+      continue;
+    }
+    const TensorMapView& v = m.decoded.view;
+    key = launch_key_fold(key, (static_cast<uint64_t>(v.dtype) << 40) | (static_cast<uint64_t>(v.kind) << 32) |
+                                   (v.rank << 8) | (v.swizzle << 4) | v.interleave);
+    for (uint32_t i = 0; i < v.rank; ++i)
+      key = launch_key_fold(launch_key_fold(launch_key_fold(key, v.dims[i]), v.strides[i]),
+                            (uint64_t{v.box[i]} << 8) | v.element_strides[i]);
+  }
+  return key;
 }
 
 }  // namespace tmaguard

@@ -7,6 +7,8 @@
 //     TG_DEVICE_BAD=beyond       the store map of `out` says 256 rows: it reaches 16 KiB past out's allocation
 //                  =transposed   the store map of `out` sees it column-major (dims {128, 64}, stride 256 B)
 //     TG_DEVICE_FREE=1           the scratch buffer is freed right after each launch (and its memory reused)
+//     TG_DEVICE_SPLIT=1          out lies across two adjacent allocations of 8 KiB each (as PyTorch's expandable
+//                                segments map memory piece by piece)
 //     TG_DEVICE_SCRATCH=host     the scratch "pointer" is ordinary host memory; =pinned: pinned host memory
 //     TG_DEVICE_CAPTURE=1        every launch goes to a stream being captured into a graph
 //     TG_DEVICE_THREADS=N        N threads launch at once (each its own kernel and buffers)
@@ -80,7 +82,17 @@ void body(void** params, void*) {
 void launches(int n) {
   static auto set_effect =
       reinterpret_cast<decltype(&fakecuda_set_kernel_effect)>(fake_api("fakecuda_set_kernel_effect"));
-  const CUdeviceptr a = alloc(kRows * kCols * 2), out = alloc(kRows * kCols * 2);
+  const CUdeviceptr a = alloc(kRows * kCols * 2);
+  CUdeviceptr out;
+  if (env("TG_DEVICE_SPLIT") == "1") {
+    static auto reg = reinterpret_cast<decltype(&fakecuda_register_memory)>(fake_api("fakecuda_register_memory"));
+    static std::atomic<uint64_t> next{0x7e0000000000ULL};
+    out = next.fetch_add(1 << 20);
+    reg(out, kRows * kCols);
+    reg(out + kRows * kCols, kRows * kCols);
+  } else {
+    out = alloc(kRows * kCols * 2);
+  }
   const int32_t m = kRows;
   const uint64_t none = 0;
   const std::string where = env("TG_DEVICE_SCRATCH");

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "tmaguard/launch.h"
+#include "golden_file.h"
 #include "window_corpora.h"
 
 using namespace tmaguard;
@@ -159,6 +160,39 @@ TEST(DeviceMaps, FoundAt64ByteAlignedDeviceAddresses) {
   EXPECT_EQ(to_string(MapPlace::device(3, 0, 128)), "3->128");
   EXPECT_EQ(to_string(MapPlace::device(0, 64, 0)), "0+64->0");
   EXPECT_FALSE(MapPlace::device(3, 0, 128).overlaps(MapPlace{3, 0}));
+}
+
+// The bytes real encoders wrote, laid out as Triton's global scratch holds them (program p's descriptors at p * 256 +
+// {0, 128}): the descriptors Triton 3.6 itself left there on an H200, then CuTe DSL's host fill and the driver's
+// encodes, each found where it sits.
+TEST(DeviceMaps, FindsWhatRealEncodersWrote) {
+  std::vector<std::vector<uint8_t>> maps;
+  for (const golden::Case& c : golden::load(std::string(TG_SOURCE_DIR) + "/tests/data/device_built_h200.txt"))
+    if (c.f.at("source").rfind("triton", 0) == 0) maps.push_back(golden::bytes_of(c.f.at("map")));
+  ASSERT_EQ(maps.size(), 6u);
+  for (const char* file : {"cute_dsl_golden.txt", "encode_golden_h200.txt"}) {
+    int taken = 0;
+    for (const golden::Case& c : golden::load(std::string(TG_SOURCE_DIR) + "/tests/data/" + file)) {
+      if (c.kind != "tiled" || c.f.count("rc") == 0 || c.f.at("rc") != "0" || c.f.count("map") == 0) continue;
+      const DecodeResult d = decode(golden::bytes_of(c.f.at("map")).data());
+      if (!plausible_map(d)) continue;  // e.g. a NULL-address encode: never found anywhere (launch.h)
+      maps.push_back(golden::bytes_of(c.f.at("map")));
+      if (++taken == 6) break;
+    }
+    ASSERT_EQ(taken, 6) << file;
+  }
+  std::vector<uint8_t> scratch(maps.size() / 2 * 256 + 256, 0);
+  for (std::size_t i = 0; i < maps.size(); ++i)
+    std::memcpy(scratch.data() + (i / 2) * 256 + (i % 2) * 128, maps[i].data(), kTensorMapBytes);
+  const auto found = find_device_maps(scratch.data(), scratch.size(), 0x7f0000400000ULL);
+  ASSERT_EQ(found.size(), maps.size());
+  for (std::size_t i = 0; i < maps.size(); ++i) {
+    EXPECT_EQ(found[i].at, (i / 2) * 256 + (i % 2) * 128) << i;
+    EXPECT_EQ(std::memcmp(scratch.data() + found[i].at, maps[i].data(), kTensorMapBytes), 0);
+  }
+  EXPECT_EQ(found[0].decoded.view.encoder, Encoder::kDeviceBuilt);
+  EXPECT_EQ(found[6].decoded.view.encoder, Encoder::kCuteDsl);
+  EXPECT_EQ(found[12].decoded.view.encoder, Encoder::kDriver);
 }
 
 // Pointers: 8-byte parameters, then 8-byte words of parameters over 128 bytes, at most kMaxPointerPlaces.

@@ -116,6 +116,20 @@ TEST(DeviceMaps, WhatIsJudgedIsWhatTheKernelWroteEvenWhenTheBufferIsFreedAndReus
   EXPECT_EQ(audit_of(ok)["maps_found"], 8);
 }
 
+// A tensor across two allocations that follow each other without a gap is one span (PyTorch's expandable segments);
+// a map reaching past both is still past its allocation.
+TEST(DeviceMaps, AdjacentAllocationsAreOneSpan) {
+  const ClientRun ok = run({{"TG_DEVICE_SPLIT", "1"}});
+  ASSERT_TRUE(ok.p.exited && ok.p.code == 0) << describe(ok);
+  EXPECT_TRUE(ok.events("violation").empty() && ok.events("warning").empty()) << describe(ok);
+  EXPECT_EQ(audit_of(ok)["maps_found"], 8);
+  const ClientRun bad = run({{"TG_DEVICE_SPLIT", "1"}, {"TG_DEVICE_BAD", "beyond"}, {"TMAGUARD_MODE", "log"}});
+  ASSERT_EQ(bad.events("violation").size(), 1u) << describe(bad);
+  EXPECT_NE(bad.events("violation")[0]["observed"].get<std::string>().find("reaches 16384 bytes past"),
+            std::string::npos)
+      << describe(bad);
+}
+
 TEST(DeviceMaps, HostMemoryIsNeverRead) {
   for (const char* where : {"host", "pinned"}) {
     const ClientRun r = run({{"TG_DEVICE_SCRATCH", where}, {"TG_DEVICE_BAD", "beyond"}});
