@@ -306,7 +306,12 @@ void audit_after_launch(const KernelInfo& k, void** kernel_params, void** extra,
     const std::size_t n = std::min<uint64_t>(config().device_read_bytes, r.end - v);
     if (n >= kTensorMapBytes) reads.push_back({p, v, n});
   }
-  if (reads.empty()) return;
+  // A launch with nothing to read (its 8-byte parameters hold scalars, NULL or host addresses) was looked at all
+  // the same: it uses up one of the kernel's audits, so that the kernel soon takes the fast paths again.
+  if (reads.empty()) {
+    claim(k);
+    return;
+  }
   CUcontext ctx = nullptr;
   if (auto get = TG_REAL(cuCtxGetCurrent)) get(&ctx);
   auto copy = TG_REAL(cuMemcpyDtoHAsync_v2);
@@ -320,10 +325,12 @@ void audit_after_launch(const KernelInfo& k, void** kernel_params, void** extra,
     k.audits_left.store(0, std::memory_order_relaxed);
     return;
   }
-  int last = -1;  // this launch's last read
+  int last = -1;              // this launch's last read
+  bool all_busy = false;      // no slot for any read: the launch leaves the kernel's audits for a later one
   for (std::size_t i = 0; i < reads.size(); ++i) {
     if (g_free->empty()) {
       audit_skipped(AuditSkip::kBusy, reads.size() - i);
+      all_busy = i == 0;
       break;
     }
     const int idx = g_free->back();
@@ -364,8 +371,7 @@ void audit_after_launch(const KernelInfo& k, void** kernel_params, void** extra,
     g_pending->push_back(idx);
     last = idx;
   }
-  // A launch whose reads all found no slot leaves the kernel's audits for a later launch.
-  if (last >= 0 && claim(k)) g_slots[last].last_of_launch = true;
+  if (!all_busy && claim(k) && last >= 0) g_slots[last].last_of_launch = true;
   g_cv->notify_all();
 }
 

@@ -12,8 +12,14 @@
 //     TG_DEVICE_SCRATCH=host     the scratch "pointer" is ordinary host memory; =pinned: pinned host memory
 //     TG_DEVICE_CAPTURE=1        every launch goes to a stream being captured into a graph
 //     TG_DEVICE_THREADS=N        N threads launch at once (each its own kernel and buffers)
-// Prints "DEVICE copies=N capture_violations=M" (the stand-in's counts) before it returns.
+//   device_fork   the parent's kernel is audited twice (the worker runs), then the process forks: the child makes its
+//                 own kernel and buffers (TG_DEVICE_BAD applies to the child only) and launches 6 times, then the
+//                 parent launches 6 more
+//   scalar_params a kernel whose 8-byte parameters hold an int64 scalar and NULL (nothing to read), 50 launches
+// Prints "DEVICE copies=N capture_violations=M pointer_queries=Q" (the stand-in's counts) before it returns.
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -33,6 +39,7 @@ namespace {
 constexpr int kPrograms = 8;
 constexpr uint64_t kRows = 128, kCols = 64;
 std::atomic<unsigned long> g_ran{0};
+std::string g_bad;  // TG_DEVICE_BAD for the kernels launched now
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -71,7 +78,7 @@ void body(void** params, void*) {
   std::memcpy(&a, params[0], 8);
   std::memcpy(&out, params[1], 8);
   std::memcpy(&scratch, params[3], 8);
-  const std::string bad = env("TG_DEVICE_BAD");
+  const std::string bad = g_bad;
   auto* s = reinterpret_cast<uint8_t*>(scratch);
   for (int p = 0; p < kPrograms; ++p) {
     device_map(s + p * 256, a, kRows, kCols, false);
@@ -79,7 +86,18 @@ void body(void** params, void*) {
   }
 }
 
-void launches(int n) {
+int report_and_finish() {
+  static auto copies = reinterpret_cast<decltype(&fakecuda_copies)>(fake_api("fakecuda_copies"));
+  static auto violations =
+      reinterpret_cast<decltype(&fakecuda_capture_violations)>(fake_api("fakecuda_capture_violations"));
+  static auto queries = reinterpret_cast<decltype(&fakecuda_pointer_queries)>(fake_api("fakecuda_pointer_queries"));
+  std::printf("DEVICE copies=%lu capture_violations=%lu pointer_queries=%lu\n", copies(), violations(), queries());
+  return finish(g_ran.load());
+}
+
+void launches(int n, const std::string& bad_env = env("TG_DEVICE_BAD"));
+
+void launches(int n, const std::string& bad_env) {
   static auto set_effect =
       reinterpret_cast<decltype(&fakecuda_set_kernel_effect)>(fake_api("fakecuda_set_kernel_effect"));
   const CUdeviceptr a = alloc(kRows * kCols * 2);
@@ -104,6 +122,7 @@ void launches(int n) {
   Kernel k = make_kernel_raw("triton_device_desc_kernel",
                              {bytes(&a, 8), bytes(&out, 8), bytes(&m, 4), bytes(&none, 8), bytes(&none, 8)});
   set_effect(k.handle, body, nullptr);
+  g_bad = bad_env;
   for (int i = 0; i < n; ++i) {
     uint64_t scratch;
     if (where == "host") {
@@ -144,17 +163,44 @@ int device_desc() {
   } else {
     launches(6);
   }
-  static auto copies = reinterpret_cast<decltype(&fakecuda_copies)>(fake_api("fakecuda_copies"));
-  static auto violations =
-      reinterpret_cast<decltype(&fakecuda_capture_violations)>(fake_api("fakecuda_capture_violations"));
-  std::printf("DEVICE copies=%lu capture_violations=%lu\n", copies(), violations());
+  return report_and_finish();
+}
+
+int device_fork() {
+  launches(2, "");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    launches(6);
+    std::printf("CHILD ran=%lu\n", g_ran.load());
+    std::fflush(stdout);
+    std::exit(0);  // exit, not _Exit: the child's summary runs at exit
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  launches(6, "");
+  std::printf("CHILD_STATUS exited=%d code=%d\n", WIFEXITED(status), WEXITSTATUS(status));
   return finish(g_ran.load());
+}
+
+int scalar_params() {
+  const int64_t n = 123456789;
+  const uint64_t null = 0;
+  const int32_t m = 7;
+  std::vector<uint8_t> a(8), b(8), c(4);
+  std::memcpy(a.data(), &n, 8);
+  std::memcpy(b.data(), &null, 8);
+  std::memcpy(c.data(), &m, 4);
+  const Kernel k = make_kernel_raw("scalar_kernel", {a, b, c});
+  for (int i = 0; i < 50; ++i) launch(k);
+  g_ran += ran(k);
+  return report_and_finish();
 }
 
 }  // namespace
 
 const std::vector<Scenario>& device_scenarios() {
-  static const std::vector<Scenario> s = {{"device_desc", device_desc}};
+  static const std::vector<Scenario> s = {
+      {"device_desc", device_desc}, {"device_fork", device_fork}, {"scalar_params", scalar_params}};
   return s;
 }
 

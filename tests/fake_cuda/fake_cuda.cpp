@@ -677,8 +677,13 @@ CUresult fake_cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdevi
   return CUDA_SUCCESS;
 }
 // As the real one: never an error for an address the driver does not know; its attributes read as zeros.
+std::atomic<unsigned long> g_pointer_queries{0};
+extern "C" __attribute__((visibility("default"))) unsigned long fakecuda_pointer_queries() {
+  return g_pointer_queries.load();
+}
 CUresult fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* attrs, void** data, CUdeviceptr ptr) {
   if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  ++g_pointer_queries;
   if (!attrs || !data) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(g_mu);
   const Block* b = block_of(ptr);

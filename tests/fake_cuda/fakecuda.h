@@ -27,4 +27,6 @@ void fakecuda_set_kernel_effect(void* handle, void (*effect)(void** params, void
 unsigned long fakecuda_capture_violations();
 //! Device-to-host copies made (cuMemcpyDtoHAsync).
 unsigned long fakecuda_copies();
+//! cuPointerGetAttributes calls answered.
+unsigned long fakecuda_pointer_queries();
 }

@@ -13,13 +13,14 @@ namespace {
 const std::string kRules = std::string(TG_SOURCE_DIR) + "/rules/examples/triton_device_desc.toml";
 
 struct Stand {
-  unsigned long copies = ~0UL, violations = ~0UL;
+  unsigned long copies = ~0UL, violations = ~0UL, queries = ~0UL;
 };
 Stand stand_in(const ClientRun& r) {
   Stand s;
   const auto pos = r.p.out.find("DEVICE ");
   if (pos != std::string::npos)
-    std::sscanf(r.p.out.c_str() + pos, "DEVICE copies=%lu capture_violations=%lu", &s.copies, &s.violations);
+    std::sscanf(r.p.out.c_str() + pos, "DEVICE copies=%lu capture_violations=%lu pointer_queries=%lu", &s.copies,
+                &s.violations, &s.queries);
   return s;
 }
 
@@ -166,6 +167,35 @@ TEST(DeviceMaps, ManyThreadsLaunchingAtOnce) {
   ASSERT_TRUE(many.p.exited && many.p.code == 0) << describe(many);
   EXPECT_EQ(many.ran, 96);
   EXPECT_TRUE(many.events("violation").empty() && many.events("warning").empty()) << describe(many);
+}
+
+// A child forked after the audit's worker started has no worker and no read-back slots of its parent's: it starts
+// its own, audits its own kernel, and both processes say what they audited.
+TEST(DeviceMaps, AForkedChildAuditsWithItsOwnWorker) {
+  const ClientRun r = run_client({"getproc", "launch", "device_fork"}, {{"TG_DEVICE_BAD", "beyond"}, {"TMAGUARD_MODE", "log"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_NE(r.p.out.find("CHILD_STATUS exited=1 code=0"), std::string::npos) << describe(r);
+  const auto s = r.events("summary");
+  ASSERT_EQ(s.size(), 2u) << describe(r);
+  const auto v = r.events("violation");
+  ASSERT_EQ(v.size(), 1u) << "the child's bad map, once" << describe(r);
+  EXPECT_EQ(v[0]["pid"], s[0]["pid"]) << "reported by the child";
+  EXPECT_EQ(s[0]["device_audit"]["launches_audited"], 4) << "the child's own kernel" << describe(r);
+  EXPECT_EQ(s[0]["device_audit"]["maps_found"], 8);
+  EXPECT_EQ(s[1]["device_audit"]["launches_audited"], 6) << "the parent: 2 before the fork, 4 of its second kernel";
+  EXPECT_TRUE(s[1]["violations"].empty()) << describe(r);
+}
+
+// A kernel whose 8-byte parameters hold no device address has nothing to read: its first launches still use up its
+// audits, and after them it asks the driver nothing more (the fast path).
+TEST(DeviceMaps, NothingToReadStillEndsTheAudit) {
+  const ClientRun r = run_client({"getproc", "launch", "scalar_params"});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 50);
+  EXPECT_EQ(stand_in(r).copies, 0u);
+  EXPECT_EQ(stand_in(r).queries, 4u) << "the int64 on each of the 4 audited launches (NULL is never asked about), "
+                                        "then none"
+                                     << describe(r);
 }
 
 TEST(DeviceMaps, TheAuditPolicyFollowsTheEnvironment) {
