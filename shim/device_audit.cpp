@@ -278,12 +278,20 @@ bool claim(const KernelInfo& k) {
 
 void audit_after_launch(const KernelInfo& k, void** kernel_params, void** extra, CUstream stream, bool per_thread) {
   if (k.pointers.empty()) return;
+  auto capturing = TG_REAL(cuStreamIsCapturing);
+  auto copy = TG_REAL(cuMemcpyDtoHAsync_v2);
+  auto record = TG_REAL(cuEventRecord);
+  auto create = TG_REAL(cuEventCreate);
+  auto destroy = TG_REAL(cuEventDestroy_v2);
+  if (!capturing || !copy || !record || !create) {  // a driver without them: this kernel is not audited again
+    k.audits_left.store(0, std::memory_order_relaxed);
+    return;
+  }
   if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
   // Never add work to a stream that is being captured into a graph (nor ask about one that cannot be asked). Such
   // launches do not use up the kernel's audits.
-  auto capturing = TG_REAL(cuStreamIsCapturing);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (!capturing || capturing(stream, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE) {
+  if (capturing(stream, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE) {
     audit_skipped(AuditSkip::kCapturing);
     return;
   }
@@ -314,11 +322,6 @@ void audit_after_launch(const KernelInfo& k, void** kernel_params, void** extra,
   }
   CUcontext ctx = nullptr;
   if (auto get = TG_REAL(cuCtxGetCurrent)) get(&ctx);
-  auto copy = TG_REAL(cuMemcpyDtoHAsync_v2);
-  auto record = TG_REAL(cuEventRecord);
-  auto create = TG_REAL(cuEventCreate);
-  auto destroy = TG_REAL(cuEventDestroy_v2);
-  if (!copy || !record || !create) return;
   std::lock_guard<std::mutex> lock(audit_lock());
   if (!ready_locked()) {  // said once; this kernel's launches are not audited again
     audit_skipped(AuditSkip::kNoPinnedMemory);
