@@ -78,6 +78,10 @@ def flex_attention():
 
 
 def inductor_tma():
+    # a fresh compile cache: autotuning (every candidate, the persistent TMA templates included) runs in this process
+    import os
+    import tempfile
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="tg-census-")
     import torch._inductor.config as cfg
     cfg.triton.enable_persistent_tma_matmul = True
     cfg.max_autotune_gemm_backends = "TRITON"
