@@ -3,6 +3,8 @@
 
 #include <pthread.h>
 
+#include <cstdlib>
+
 #include <atomic>
 #include <mutex>
 #include <vector>
@@ -43,6 +45,9 @@ void thread_exit(void* p) {
   add(g_exited, *t);
   zero(*t);
   t->registered = 0;  // a launch from a later destructor registers it again
+  std::free(t->clean_copies);
+  t->clean_copies = nullptr;
+  for (FrontEntry& e : t->front) e.clean_key = 0;  // the copies are gone
   if (!g_threads) return;
   for (ThreadHot*& x : *g_threads) {
     if (x != t) continue;

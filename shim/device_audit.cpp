@@ -44,6 +44,7 @@ struct Slot {
   uint64_t address = 0;
   std::size_t bytes = 0;
   bool last_of_launch = false;  // the launch's last read (the launch counts as audited once its reads are judged)
+  Geometry geometry{};          // the launch's grid and block (inspect records)
 };
 
 // Process-wide state; g_mu guards everything but the slots' own fields while a read is in flight (only the worker
@@ -137,6 +138,8 @@ void examine(const Slot& s) {
   if (mode() == Mode::kInspect) {
     InspectRecord rec;
     rec.kernel = k.name;
+    rec.grid = {s.geometry.gx, s.geometry.gy, s.geometry.gz};
+    rec.block = {s.geometry.bx, s.geometry.by, s.geometry.bz};
     for (std::size_t i = 0; i < k.layout.offsets.size(); ++i) rec.params.emplace_back(k.layout.offsets[i], k.layout.sizes[i]);
     for (std::size_t i = 0; i < maps.size(); ++i)
       rec.maps.push_back({static_cast<int>(i), maps[i].place, false, maps[i].decoded, provenance});
@@ -276,7 +279,8 @@ bool claim(const KernelInfo& k) {
 
 }  // namespace
 
-void audit_after_launch(const KernelInfo& k, void** kernel_params, void** extra, CUstream stream, bool per_thread) {
+void audit_after_launch(const KernelInfo& k, const Geometry& g, void** kernel_params, void** extra, CUstream stream,
+                        bool per_thread) {
   if (k.pointers.empty()) return;
   auto capturing = TG_REAL(cuStreamIsCapturing);
   auto copy = TG_REAL(cuMemcpyDtoHAsync_v2);
@@ -371,6 +375,7 @@ void audit_after_launch(const KernelInfo& k, void** kernel_params, void** extra,
     s.address = reads[i].address;
     s.bytes = reads[i].bytes;
     s.last_of_launch = false;
+    s.geometry = g;
     g_pending->push_back(idx);
     last = idx;
   }

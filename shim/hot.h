@@ -43,7 +43,9 @@ inline Mode mode() { return g_hot.mode.load(std::memory_order_relaxed); }
 struct FrontEntry {
   const void* f;           // the launch handle (CUfunction or CUkernel)
   const KernelInfo* info;  // nullptr: empty entry
-  uint64_t clean_key;      // the last launch key found clean for this kernel on this thread (0: none)
+  uint64_t clean_key;      // the last launch key found clean for this kernel on this thread (0: none). Not 0 in an
+                           // entry of a kernel with 1..kCleanCopyMaps maps: this thread's clean copy for the entry
+                           // (ThreadHot::clean_copies) holds the maps' bytes of a clean launch of it
   uint8_t n_maps;          // how `idx` holds the kernel's map slots (below)
   uint8_t idx[7];
 };
@@ -56,6 +58,10 @@ constexpr uint8_t kPairs = 0x80;
 constexpr uint8_t kManyMaps = 0xff;
 constexpr uint8_t kAuditing = 0xfe;
 constexpr unsigned kFrontEntries = 16;
+//! One front entry's clean copy: the maps of a clean launch of its kernel, in slot order (kernels with more maps
+//! hash them on every launch).
+constexpr std::size_t kCleanCopyMaps = 7;
+constexpr std::size_t kCleanCopyBytes = kCleanCopyMaps * 128;
 
 //! This thread's counters, re-entry depth and front cache. Counters are plain per-thread words (relaxed
 //! load+store, no locked instruction); the summary adds up every live thread's and those of exited threads.
@@ -66,6 +72,10 @@ struct alignas(64) ThreadHot {
   std::atomic<uint64_t> launches_seen;
   std::atomic<uint64_t> launches_checked;
   std::atomic<uint64_t> maps_decoded;
+  // kFrontEntries x kCleanCopyBytes, allocated on this thread's first clean launch with maps (nullptr: none yet, or
+  // no memory); freed when the thread exits. A repeated launch whose maps equal these bytes is clean: comparing
+  // them costs less than hashing them.
+  uint8_t* clean_copies;
   FrontEntry front[kFrontEntries] __attribute__((aligned(64)));
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -182,9 +183,15 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* 
   return k;
 }
 
-// Clean-launch cache: direct-mapped, 64-bit keys, bounded (a collision only costs a re-check).
-constexpr std::size_t kCleanSlots = 1 << 12;
-std::atomic<uint64_t> g_clean[kCleanSlots];
+// Clean-launch cache: 64-bit keys in sets of eight, one cache line each, bounded. A set-associative cache, because a
+// training step launches the same kernel for every layer with its own tensors, and one collision between two of
+// those keys in a direct-mapped table would re-judge both launches on every step; a full set forgets its oldest key.
+constexpr std::size_t kCleanWays = 8;
+constexpr std::size_t kCleanSets = (1 << 12) / kCleanWays;
+struct alignas(64) CleanSet {
+  std::atomic<uint64_t> key[kCleanWays];
+};
+CleanSet g_clean[kCleanSets];
 
 }  // namespace
 
@@ -228,6 +235,17 @@ FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
     e.n_maps = kManyMaps;
   }
   return e;
+}
+
+uint8_t* clean_copy_of(const FrontEntry& e, bool allocate) {
+  ThreadHot& t = t_hot;
+  if (!t.clean_copies) {
+    // Only a registered thread: its exit frees the copies (counters.cpp).
+    if (!allocate || !t.registered) return nullptr;
+    t.clean_copies = static_cast<uint8_t*>(std::malloc(kFrontEntries * kCleanCopyBytes));
+    if (!t.clean_copies) return nullptr;
+  }
+  return t.clean_copies + static_cast<std::size_t>(&e - t.front) * kCleanCopyBytes;
 }
 
 namespace {
@@ -345,9 +363,20 @@ void for_each_kernel(void (*fn)(const KernelInfo&)) {
 }
 
 bool clean_cache_contains(uint64_t key) {
-  return key && g_clean[key & (kCleanSlots - 1)].load(std::memory_order_relaxed) == key;
+  if (!key) return false;
+  const CleanSet& set = g_clean[key % kCleanSets];
+  bool found = false;
+  for (const auto& k : set.key) found |= k.load(std::memory_order_relaxed) == key;
+  return found;
 }
-void clean_cache_insert(uint64_t key) { g_clean[key & (kCleanSlots - 1)].store(key, std::memory_order_relaxed); }
+void clean_cache_insert(uint64_t key) {
+  if (!key || clean_cache_contains(key)) return;
+  // Newest first; racing inserts may lose a key or hold one twice (a later launch re-checks and inserts again).
+  CleanSet& set = g_clean[key % kCleanSets];
+  for (std::size_t i = kCleanWays - 1; i > 0; --i)
+    set.key[i].store(set.key[i - 1].load(std::memory_order_relaxed), std::memory_order_relaxed);
+  set.key[0].store(key, std::memory_order_relaxed);
+}
 
 namespace {
 constexpr std::size_t kCleanMapPlaces = 1 << 13;  // 64 KiB: maps, not launches

@@ -56,6 +56,46 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args);
 //! kernel facts were replaced since this thread last looked, or when its kernel still waits for a struct search
 //! and `args` can serve it.
 FrontEntry& front_entry(CUfunction f, const LaunchArgs* args);
+//! Remembers a launch found clean in this thread's front entry `e` for its kernel: its key, and for a kernel with
+//! few maps, a copy of their bytes (`bytes(i)`: map i's 128 bytes, in the kernel's map order).
+template <typename BytesOf>
+void remember_clean(FrontEntry& e, uint64_t key, BytesOf&& bytes);
+//! How many maps front entry `e` keeps a clean copy of (0: none; hot.h kCleanCopyMaps).
+inline std::size_t copied_maps(const FrontEntry& e) {
+  std::size_t n = 0;
+  if (e.n_maps == kManyMaps) n = e.info ? e.info->maps.size() : 0;
+  else if (e.n_maps == kAuditing) n = 0;
+  else n = e.n_maps < kPairs ? e.n_maps : e.n_maps & ~kPairs;
+  return n <= kCleanCopyMaps ? n : 0;
+}
+//! This thread's clean copy for front entry `e` (nullptr: none allocated). `allocate`: make the copies if needed.
+uint8_t* clean_copy_of(const FrontEntry& e, bool allocate);
+//! 128 bytes equal (all of them, word 2's bit 21 too: a difference there only sends the launch to the key).
+__attribute__((always_inline)) inline bool same_map_bytes(const uint8_t* a, const uint8_t* b) {
+  typedef uint64_t v2 __attribute__((vector_size(16)));
+  v2 d = {0, 0};
+  for (int i = 0; i < 8; ++i) {
+    v2 x, y;
+    __builtin_memcpy(&x, a + 16 * i, 16);
+    __builtin_memcpy(&y, b + 16 * i, 16);
+    d |= x ^ y;
+  }
+  return (d[0] | d[1]) == 0;
+}
+template <typename BytesOf>
+void remember_clean(FrontEntry& e, uint64_t key, BytesOf&& bytes) {
+  e.clean_key = 0;
+  if (const std::size_t n = copied_maps(e)) {
+    uint8_t* copy = clean_copy_of(e, true);
+    if (!copy) return;  // no copies: the entry keeps no key either (a key without its bytes would be read as both)
+    for (std::size_t i = 0; i < n; ++i) {
+      const uint8_t* b = bytes(i);
+      if (!b) return;
+      __builtin_memcpy(copy + kTensorMapBytes * i, b, kTensorMapBytes);
+    }
+  }
+  e.clean_key = key;
+}
 //! A fresh search of `stale`'s kernel with this launch's bytes (a watched place holds a map, or the kernel waited
 //! for readable bytes): the new KernelInfo replaces the old one for every thread. Returns what is in force.
 const KernelInfo* research(CUfunction f, const KernelInfo* stale, const LaunchArgs& args);

@@ -132,7 +132,7 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   // FA4 backward kernels of milliseconds; judging their maps again costs microseconds.)
   if (!has_errors(findings) && j.not_checkable.empty()) {
     clean_cache_insert(c.key);
-    c.front->clean_key = c.key;
+    remember_clean(*c.front, c.key, [&](std::size_t i) { return c.bytes[i]; });
   }
   return findings.empty() ? Verdict::kRun : report_findings(findings);
 }
@@ -157,7 +157,7 @@ Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel
   }
   bump(t.launches_checked);
   if (!inspecting && c.key && (c.key == c.front->clean_key || clean_cache_contains(c.key))) {
-    c.front->clean_key = c.key;
+    remember_clean(*c.front, c.key, [&](std::size_t i) { return c.bytes[i]; });
     return Verdict::kRun;
   }
   std::vector<uint64_t> hashes;

@@ -2,7 +2,8 @@
 // (exit 1 on any error); `report LOG...` turns JSON-lines logs of any mode into a readable summary (kernels and
 // their tensor maps, violations by rule and rank, launch counts by process); `version [--library PATH]` names this
 // build and the build of a libtmaguard.so (from the marker the library carries); `env` prints the TMAGUARD_*
-// variables (flags.inc).
+// variables (flags.inc); `find-maps FILE --address A` lists the tensor maps in a dump of device memory (the windows
+// the device audit would take for maps, in any encoder's form).
 #include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
@@ -20,6 +21,8 @@
 #include <vector>
 
 #include "tmaguard/config.h"
+#include "tmaguard/launch.h"
+#include "tmaguard/report.h"
 #include "tmaguard/rules.h"
 #include "tmaguard_version.h"
 
@@ -232,6 +235,41 @@ int report(const std::vector<std::string>& files) {
   return bad_lines ? 1 : 0;
 }
 
+// The maps in a file of bytes copied from device address `address` (e.g. a buffer dumped with cuMemcpyDtoH): one
+// line each, text or JSON. Exit 0 with or without maps; 1 when the file cannot be read.
+int find_maps(const std::string& file, const std::string& address_text, bool json) {
+  uint64_t address = 0;
+  try {
+    std::size_t used = 0;
+    address = std::stoull(address_text, &used, 0);
+    if (used != address_text.size()) throw std::invalid_argument("trailing characters");
+  } catch (const std::exception&) {
+    std::cerr << fmt::format("find-maps: --address {}: not a number (give the device address the dump starts at, "
+                             "e.g. 0x7f0000000000)\n",
+                             address_text);
+    return 2;
+  }
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    std::cerr << fmt::format("find-maps: {}: cannot be read\n", file);
+    return 1;
+  }
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto found = tmaguard::find_device_maps(bytes.data(), bytes.size(), address);
+  for (const tmaguard::DeviceWindow& w : found) {
+    const auto fmt_ = json ? tmaguard::LogFormat::kJson : tmaguard::LogFormat::kText;
+    const std::string map = tmaguard::render_map(w.decoded.view, fmt_);
+    if (json)
+      std::cout << fmt::format(R"({{"offset":{},"map_address":"0x{:x}","tensor_map":{}}})", w.at, address + w.at, map)
+                << "\n";
+    else
+      std::cout << fmt::format("offset {} (0x{:x}): {}\n", w.at, address + w.at, map);
+  }
+  if (!json)
+    std::cout << fmt::format("{} tensor map(s) in {} bytes from 0x{:x}\n", found.size(), bytes.size(), address);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -248,7 +286,14 @@ int main(int argc, char** argv) {
   auto* vp = app.add_subcommand("version", "this build's version and git revision, and a library's");
   vp->add_option("--library", library, "a libtmaguard.so to identify");
   auto* ep = app.add_subcommand("env", "the TMAGUARD_* environment variables: values, defaults, meaning");
+  std::string dump, address = "0";
+  bool as_json = false;
+  auto* fp = app.add_subcommand("find-maps", "list the tensor maps in a dump of device memory");
+  fp->add_option("file", dump, "bytes copied from device memory")->required();
+  fp->add_option("--address", address, "the device address the dump starts at (maps sit at 64-byte-aligned ones)");
+  fp->add_flag("--json", as_json, "one JSON object per map");
   CLI11_PARSE(app, argc, argv);
+  if (fp->parsed()) return find_maps(dump, address, as_json);
   if (vp->parsed()) return version(library);
   if (ep->parsed()) {
     std::cout << tmaguard::flags_markdown_table();

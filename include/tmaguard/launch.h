@@ -128,7 +128,15 @@ inline bool watched_place_may_hold_map(const uint8_t* b) {
   if (!b) return true;
   uint32_t w13;
   __builtin_memcpy(&w13, b + kWord13Offset, 4);
-  return w13 != 0 && may_hold_map(b);
+  if (w13 == 0) return false;
+  // Other data usually fills the reserved words 19..31 (bytes 76..127) too: the first non-zero one of them ends the
+  // look (the same data on every launch, so the branch is predicted); may_hold_map has the last word.
+  for (std::size_t off = 80; off < 128; off += 8) {
+    uint64_t w;
+    __builtin_memcpy(&w, b + off, 8);
+    if (w) return false;
+  }
+  return may_hold_map(b);
 }
 
 // ---- tensor maps in device memory (read back after the kernel: the shim's device_audit)
@@ -146,7 +154,8 @@ std::vector<MapPlace> pointer_places(const ParamLayout& layout);
 
 //! The tensor maps in `n` bytes read from device address `address` (bytes[0] is at `address`): every 128-byte window
 //! at a 64-byte-aligned device address that decodes as a map under the rules for maps inside a structure
-//! (plausible_map: any form, device-built included, where words the TMA unit ignores are 0). Returns each one's
+//! (plausible_map: any form, device-built included, where words the TMA unit ignores are 0; decoded in the device
+//! convention, where stride words past the rank may hold a template's values). Returns each one's
 //! offset from `address`; a window that overlaps an earlier map is not looked at.
 struct DeviceWindow {
   uint32_t at;

@@ -80,5 +80,7 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
 //! A tmaguard-internal notice (cannot work, bad configuration, a warning about a kernel): one line.
 std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx, LogFormat fmt);
 std::string format_time_utc(int64_t unix_ms);
+//! One decoded map, as the records show it (text, or one JSON object).
+std::string render_map(const TensorMapView& v, LogFormat fmt);
 
 }  // namespace tmaguard

@@ -161,6 +161,9 @@ struct TensorMapView {
   uint32_t tile_bytes = 0;  // as stored in the descriptor (0 in the forms that leave it empty)
   uint32_t swizzle_span_word = 0;  // as stored (0x10, 0x100, 0x200, 0x400; 0 in the forms that leave it empty)
   bool word2_bit1 = false;  // CuTe DSL's marker
+  // Stride words past the rank held values (the device convention only, decode()): a map rewritten on the device
+  // keeps what its template had there (the TMA unit reads no stride past the rank).
+  bool stale_strides_past_rank = false;
   Encoder encoder = Encoder::kDriver;
 
   //! Word 2 bit 21: the large-tensor flag (NVIDIA's 595.71 notes; CuTe DSL sets it, CUTLASS and Triton may clear it).
@@ -187,7 +190,12 @@ struct DecodeResult {
 //! only with a known element type and an inner box spanning a multiple of 16 bytes (every TMA box does): a zero-
 //! filled or zero-padded region never decodes as a map. Word 2 bit 1 (CuTe DSL's) and bits 19-21 (Blackwell swizzle
 //! atomicity, the large-tensor flag) are known bits, never reserved ones.
-DecodeResult decode(const uint8_t bytes[kTensorMapBytes]);
+//! kDevice: the convention for maps found in device memory (find_device_maps). Besides the forms above, a map that
+//! device code rewrote with tensormap.replace from a template of another rank keeps the template's stride words
+//! past its rank (PyTorch's CUTLASS grouped GEMM on an H200: three stale words); the TMA unit ignores them, so this
+//! convention accepts them (view.stale_strides_past_rank) where the strict one refuses them.
+enum class Convention { kStrict, kDevice };
+DecodeResult decode(const uint8_t bytes[kTensorMapBytes], Convention convention = Convention::kStrict);
 //! A cheap first look, for bytes seen on every launch: false when decode() would refuse them for their reserved
 //! words and bits alone (true says nothing more than "decode them").
 bool may_hold_map(const uint8_t bytes[kTensorMapBytes]);

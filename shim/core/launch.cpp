@@ -104,7 +104,7 @@ std::vector<DeviceWindow> find_device_maps(const uint8_t* bytes, std::size_t n, 
   while (r + kTensorMapBytes <= n) {
     const uint8_t* b = bytes + r;
     if (may_hold_map(b)) {
-      DecodeResult d = decode(b);
+      DecodeResult d = decode(b, Convention::kDevice);
       if (plausible_map(d)) {
         out.push_back({static_cast<uint32_t>(r), std::move(d)});
         r += kTensorMapBytes;

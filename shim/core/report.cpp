@@ -46,6 +46,7 @@ json map_json(const TensorMapView& v) {
   j["tile_bytes"] = v.form_words_filled() ? json(v.tile_bytes) : json(nullptr);
   j["encoder"] = to_string(v.encoder);
   if (v.large_tensor_flag()) j["large_tensor_flag"] = true;
+  if (v.stale_strides_past_rank) j["stale_strides_past_rank"] = true;
   return j;
 }
 
@@ -115,6 +116,10 @@ void put_place(json& j, const std::optional<MapPlace>& p) {
 }
 
 }  // namespace
+
+std::string render_map(const TensorMapView& v, LogFormat format) {
+  return format == LogFormat::kJson ? map_json(v).dump() : map_text(v);
+}
 
 std::string format_time_utc(int64_t ms) {
   const std::time_t s = static_cast<std::time_t>(ms / 1000);

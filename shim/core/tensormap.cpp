@@ -380,7 +380,7 @@ bool may_hold_map(const uint8_t b[kTensorMapBytes]) {
   return reserved == 0;
 }
 
-DecodeResult decode(const uint8_t b[kTensorMapBytes]) {
+DecodeResult decode(const uint8_t b[kTensorMapBytes], Convention convention) {
   DecodeResult r;
   TensorMapView& v = r.view;
   uint32_t w[32];
@@ -435,8 +435,10 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes]) {
   for (uint32_t i = v.rank; i < kMaxRank; ++i)
     if (w[8 + i] != 0) return fail(fmt::format("globalDim word {} set past rank {}", i, v.rank));
   for (uint32_t i = v.rank - 1; i < 4; ++i)
-    if (w[3 + i] != 0 || ((w[7] >> (4 * i)) & 0xf))
-      return fail(fmt::format("stride word {} set past rank {}", i, v.rank));
+    if (w[3 + i] != 0 || ((w[7] >> (4 * i)) & 0xf)) {
+      if (convention != Convention::kDevice) return fail(fmt::format("stride word {} set past rank {}", i, v.rank));
+      v.stale_strides_past_rank = true;
+    }
   if (w[7] >> 16) return fail("reserved bits set in the stride high-nibble word");
   if ((w[13] & 0x7fff) >> (3 * v.rank)) return fail("element stride set past rank");
   if (w[13] & 0x00ff8000u) return fail("reserved bits set in word 13");

@@ -112,6 +112,40 @@ void launch(benchmark::State& st, bool through_tmaguard, int which) {
   for (auto _ : st) benchmark::DoNotOptimize(l());
 }
 
+// The FA4 signature launched for `layers` layers in turn, each with its own tensors (its maps' addresses differ),
+// as a training step launches one kernel for every layer: a repeated launch of the kernel on this thread rarely
+// has the bytes of the launch just before it.
+void launch_layers(benchmark::State& st, bool through_tmaguard, int layers) {
+  Env& e = env();
+  struct Layer {
+    CUtensorMap maps[6];
+    std::vector<void*> args;
+  };
+  std::vector<Layer> ls(static_cast<std::size_t>(layers));
+  for (int l = 0; l < layers; ++l) {
+    Layer& y = ls[static_cast<std::size_t>(l)];
+    for (int i = 0; i < 6; ++i) {
+      const cuuint64_t dims[4] = {128, 256, 4, 2}, strides[3] = {1024, 256, 262144};
+      const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
+      e.enc_direct(&y.maps[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                   reinterpret_cast<void*>(0x7f0000000000ULL + (static_cast<uint64_t>(l) << 28) + (i << 24)), dims,
+                   strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    }
+    y.args = {&e.n, &y.maps[0], &y.maps[1], &y.maps[2], &e.scale, &y.maps[3], &y.maps[4], &y.maps[5], &e.tail};
+  }
+  auto fn = through_tmaguard ? e.wrapped : e.direct;
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(fn(static_cast<CUfunction>(e.fa4), 1, 1, 1, 32, 1, 1, 0, nullptr, ls[i].args.data(), nullptr));
+    if (++i == ls.size()) i = 0;
+  }
+}
+BENCHMARK_CAPTURE(launch_layers, fa4_4layers_direct, false, 4);
+BENCHMARK_CAPTURE(launch_layers, fa4_4layers_tmaguard, true, 4);
+BENCHMARK_CAPTURE(launch_layers, fa4_32layers_direct, false, 32);
+BENCHMARK_CAPTURE(launch_layers, fa4_32layers_tmaguard, true, 32);
+
 // ring == 0: a distinct descriptor every call, the worst case (the encode explainer looks at bytes it has not
 // seen). ring == N: a working set of N descriptors re-encoded in rotation (Triton re-encodes every descriptor on
 // every launch): after the first round each call should be a hash and a provenance lookup.

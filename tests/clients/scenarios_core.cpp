@@ -94,6 +94,36 @@ int mutated_in_place(bool two_cta) {
   return finish(ran(k));
 }
 
+// One FA4 kernel launched for six layers in turn, each on its own tensors (its maps' addresses moved by the layer),
+// four rounds; then layer 3 with a transposed dK, then every layer again. Clean launches of other layers between
+// two launches of one layer must not let the bad one through.
+int fa4_layers() {
+  const Kernel base = fa4_kernel(false, false, false, false);
+  const Kernel transposed = fa4_kernel(false, true, false, false);
+  const std::size_t dk = base.values.size() - 2;  // ..., dv, dk, tail
+  auto moved = [](std::vector<uint8_t> map, uint64_t by) {
+    uint64_t addr;
+    std::memcpy(&addr, map.data(), 8);
+    addr += by;
+    std::memcpy(map.data(), &addr, 8);
+    return map;
+  };
+  std::vector<Kernel> layers;
+  for (uint64_t l = 0; l < 6; ++l) {
+    Kernel k = base;
+    for (std::size_t i = 0; i < k.values.size(); ++i)
+      if (k.sizes[i] == sizeof(CUtensorMap)) k.values[i] = moved(k.values[i], l << 28);
+    layers.push_back(k);
+  }
+  for (int round = 0; round < 4; ++round)
+    for (const Kernel& k : layers) launch(k);
+  Kernel bad = layers[3];
+  bad.values[dk] = moved(transposed.values[dk], 3ULL << 28);
+  launch(bad);
+  for (const Kernel& k : layers) launch(k);
+  return finish(ran(base));
+}
+
 // More threads than any fixed table of per-thread counters would hold; half exit before the rest launch more.
 int threads_many() {
   const Kernel good = fa4_kernel(false, false, false, false);
@@ -255,6 +285,7 @@ const std::vector<Scenario>& core_scenarios() {
       {"threads_bad", threads_bad},
       {"fa4_mutated_in_place", [] { return mutated_in_place(false); }},
       {"fa4_2cta_mutated_in_place", [] { return mutated_in_place(true); }},
+      {"fa4_layers", fa4_layers},
       {"fork", fork_child_and_parent},
       {"encode_suspicious", encode_suspicious},
       {"getproc_semantics", getproc_semantics},

@@ -162,6 +162,45 @@ TEST(DeviceMaps, FoundAt64ByteAlignedDeviceAddresses) {
   EXPECT_FALSE(MapPlace::device(3, 0, 128).overlaps(MapPlace{3, 0}));
 }
 
+// A per-group map PyTorch 2.11's CUTLASS grouped GEMM (torch._grouped_mm, 2D x 3D, bf16) left in its workspace on an
+// H200 (read back after the kernel, 2026-12-01): the store map of one group's output, rank 2, dims {512, 256}, row
+// stride 1024 bytes, box {32, 128}, 64B swizzle, driver-form words 16 and 18 of the template, and the template's
+// values still in stride words 1..3 (past the rank; the TMA unit ignores them, and the GEMM's results were right).
+TEST(DeviceMaps, AMapRewrittenOnTheDeviceWithStaleStridesPastItsRankIsFound) {
+  const std::string hex =
+      "0000b099ff7e0000104504004000000098340000983400009834000000000000ff010000ff0000000000000000000000000000000000001f"
+      "7f00000000000000002000000000000000020000000000000000000000000000000000000000000000000000000000000000000000000000"
+      "00000000000000000000000000000000";
+  ASSERT_EQ(hex.size(), 256u);
+  std::vector<uint8_t> map(kTensorMapBytes);
+  for (std::size_t i = 0; i < kTensorMapBytes; ++i) map[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  const DecodeResult strict = decode(map.data());
+  EXPECT_FALSE(strict.ok()) << "a parameter's map keeps the strict rules";
+  EXPECT_EQ(strict.not_a_map, "stride word 1 set past rank 2");
+  const DecodeResult device = decode(map.data(), Convention::kDevice);
+  ASSERT_TRUE(device.ok()) << device.not_a_map;
+  EXPECT_TRUE(device.view.stale_strides_past_rank);
+  EXPECT_EQ(device.view.rank, 2u);
+  EXPECT_EQ(device.view.dims[0], 512u);
+  EXPECT_EQ(device.view.dims[1], 256u);
+  EXPECT_EQ(device.view.strides[0], 1024u);
+  EXPECT_EQ(device.view.strides[1], 0u) << "the stale words are not read as strides";
+  EXPECT_EQ(device.view.box[0], 32u);
+  EXPECT_EQ(device.view.box[1], 128u);
+  EXPECT_EQ(device.view.address, 0x7eff99b00000ULL);
+  // In the workspace: two 128-byte records of other data, then the map (found at its place, nothing else).
+  std::vector<uint8_t> workspace(1024, 0);
+  for (std::size_t i = 0; i < 256; i += 8) {
+    const uint64_t ptr = 0x7effb3e00000ULL + i * 0x10000;  // a pointer array, as the workspace begins
+    std::memcpy(workspace.data() + i, &ptr, 8);
+  }
+  std::memcpy(workspace.data() + 512, map.data(), kTensorMapBytes);
+  const auto found = find_device_maps(workspace.data(), workspace.size(), 0x7effb3ec0200ULL);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].at, 512u);
+  EXPECT_TRUE(found[0].decoded.view.stale_strides_past_rank);
+}
+
 // The bytes real encoders wrote, laid out as Triton's global scratch holds them (program p's descriptors at p * 256 +
 // {0, 128}): the descriptors Triton 3.6 itself left there on an H200, then CuTe DSL's host fill and the driver's
 // encodes, each found where it sits.

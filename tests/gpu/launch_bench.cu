@@ -1,7 +1,8 @@
 // Host cost of a launch and of an encode, as the caller sees it, on the real driver: per-call steady_clock timing
 // of cuLaunchKernel (an empty kernel no rule matches, an empty kernel with 4 tensor maps, the FA4-shaped kernel
 // with 6, a CUTLASS-style 1792-byte Params struct holding 3 maps, a 3144-byte struct without maps like PyTorch's
-// multi_tensor_apply) and of cuTensorMapEncodeTiled. Within ONE process, calls alternate between the driver's own function
+// multi_tensor_apply, the FA4 kernel launched for 8 layers in turn on each layer's tensors) and of
+// cuTensorMapEncodeTiled. Within ONE process, calls alternate between the driver's own function
 // (found in libcuda's symbol table, bypassing any interposer) and the function dlsym hands out (tmaguard's wrapper
 // when it is preloaded), so process-to-process drift (10-20% of a ~4 us launch on an H200 host) cancels out.
 // Without tmaguard both columns are the same function: their difference is the method's noise floor.
@@ -105,13 +106,26 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < 393; ++i) lp[i] = i % 2 ? reinterpret_cast<unsigned long long>(buf) + (i << 12) : i * 3;
   void* a_struct3[] = {s3};
   void* a_large[] = {lp};
+  // The FA4 kernel once per layer of an 8-layer model, each layer on its own tensors: consecutive launches of the
+  // kernel never have the same map bytes (as in a training step), where the other cases repeat one launch.
+  constexpr int kLayers = 8;
+  static CUtensorMap layer_maps[kLayers][6];
+  static void* layer_args[kLayers][9];
+  for (int l = 0; l < kLayers; ++l) {
+    for (int i = 0; i < 6; ++i) CK(encode(&layer_maps[l][i], static_cast<size_t>(6 * l + i) << 20));
+    void* a[] = {&seqlen, &layer_maps[l][0], &layer_maps[l][1], &layer_maps[l][2], &scale,
+                 &layer_maps[l][3], &layer_maps[l][4], &layer_maps[l][5], &tail};
+    std::memcpy(layer_args[l], a, sizeof a);
+  }
   struct K {
     const char* name;
     CUfunction f;
     void** args;
+    int rotate = 0;  // > 0: launch i uses layer i % rotate's arguments
   } ks[] = {{"launch_unmatched", plain, a_plain},       {"launch_tma4", tma4, a_tma4},
              {"launch_fa4_6maps", fa4, a_fa4},            {"launch_struct_3maps", struct3, a_struct3},
-             {"launch_large_param", large, a_large}};
+             {"launch_large_param", large, a_large},       {"launch_fa4_8layers", fa4, nullptr, kLayers}};
+  auto args_of = [&](const K& k, int i) { return k.rotate ? layer_args[i % k.rotate] : k.args; };
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   auto launch_direct = reinterpret_cast<PFN_cuLaunchKernel_v4000>(direct_symbol(lib, "cuLaunchKernel"));
   auto launch_via = reinterpret_cast<PFN_cuLaunchKernel_v4000>(dlsym(lib, "cuLaunchKernel"));
@@ -126,10 +140,11 @@ int main(int argc, char** argv) {
   std::printf("BENCH_INFO via_dlsym_is=%s\n", info.dli_fname ? info.dli_fname : "?");
   std::vector<double> direct(static_cast<size_t>(n)), via(static_cast<size_t>(n));
   for (const K& k : ks) {
+    int at = 0;  // which layer's arguments the next pair uses (rotating cases)
     auto call = [&](PFN_cuLaunchKernel_v4000 fn) {
-      return [&, fn] { return fn(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, k.args, nullptr); };
+      return [&, fn] { return fn(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, args_of(k, at), nullptr); };
     };
-    for (int w = 0; w < 2000; ++w) CK(launch_via(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, k.args, nullptr));
+    for (int w = 0; w < 2000; ++w) CK(launch_via(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, args_of(k, w), nullptr));
     CK(cuCtxSynchronize());
     for (int i = 0; i < n; ++i) {
       if (i & 1) {
@@ -140,6 +155,7 @@ int main(int argc, char** argv) {
         via[static_cast<size_t>(i)] = time_ns(call(launch_via));
       }
       if ((i & 127) == 127) cuCtxSynchronize();  // keep the launch queue short; not timed
+      ++at;
     }
     report(k.name, direct, via);
   }
@@ -148,7 +164,7 @@ int main(int argc, char** argv) {
     std::vector<double> bd, bv;
     auto batch = [&](PFN_cuLaunchKernel_v4000 fn) {
       const auto t0 = clk::now();
-      for (int j = 0; j < kBatch; ++j) CK(fn(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, k.args, nullptr));
+      for (int j = 0; j < kBatch; ++j) CK(fn(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, args_of(k, j), nullptr));
       const auto t1 = clk::now();
       CK(cuCtxSynchronize());  // not timed
       return std::chrono::duration<double, std::nano>(t1 - t0).count() / kBatch;

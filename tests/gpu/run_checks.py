@@ -240,6 +240,7 @@ def grouped_mm():
     """PyTorch's own CUTLASS 3.x grouped GEMM (torch._grouped_mm): clean in abort mode (results equal to a per-group
     matmul), and its maps visible in inspect mode."""
     script = os.path.join(ARGS.root, "tests", "gpu", "grouped_mm.py")
+    os.makedirs(os.path.join(ARGS.out, "logs"), exist_ok=True)
     log = os.path.join(ARGS.out, "logs", "grouped_mm.jsonl")
     p, recs, _ = run([sys.executable, script, "20"], mode="abort", log=log)
     v, w = events(recs, "violation"), events(recs, "warning")
@@ -260,6 +261,25 @@ def grouped_mm():
     embedded = sum(1 for r in ins for x in r.get("tensor_maps", []) if x.get("embedded"))
     record("torch._grouped_mm (CUTLASS 3.x, maps inside Params)", "inspect mode: its maps visible", p.returncode == 0
            and embedded >= 3, f"rc={p.returncode} embedded_maps={embedded} kernels={json.dumps(seen)[:1500]}")
+    # Where the per-group maps live: every segment of PyTorch's allocator copied back and searched (no tmaguard),
+    # then the device audit at its widest (every launch, 64 KiB per pointer) in inspect mode. Says what is there.
+    tool = os.path.join(ARGS.build, "tmaguard-tool")
+    scan = os.path.join(ARGS.root, "tests", "gpu", "grouped_mm_maps.py")
+    p, _, _ = run([sys.executable, scan, tool, "3"], guarded=False)
+    m = re.search(r"GROUPED_MAPS_SUMMARY (.*)", p.stdout)
+    lines = re.findall(r"GROUPED_MAPS (.*)", p.stdout)
+    record("torch._grouped_mm (CUTLASS 3.x, maps inside Params)", "device memory searched for its maps (no tmaguard)",
+           p.returncode == 0 and m is not None,
+           f"rc={p.returncode} {m.group(1) if m else p.stderr[-600:]!r} first={lines[:6]} "
+           f"raw={re.findall(r'GROUPED_RAW (.*)', p.stdout)[:8]}")
+    p, recs, _ = run([sys.executable, script, "3"], mode="inspect", log=log,
+                     extra_env={"TMAGUARD_DEVICE_AUDIT": "all", "TMAGUARD_DEVICE_READ_BYTES": "65536"})
+    census = [(r.get("kernel", "")[:80], r.get("maps_in_device_memory")) for r in events(recs, "census")
+              if "cutlass" in r.get("kernel", "") or "Gemm" in r.get("kernel", "")]
+    s = events(recs, "summary")
+    record("torch._grouped_mm (CUTLASS 3.x, maps inside Params)",
+           "device audit at its widest (every launch, 64 KiB per pointer): what it found", p.returncode == 0 and s,
+           f"rc={p.returncode} census={census} device_audit={s[0].get('device_audit') if s else None}")
 
 
 def device_maps():
@@ -559,7 +579,7 @@ def overhead():
             batches[which].append({m.group(1): (float(m.group(2)), float(m.group(3)), int(m.group(4)))
                                    for m in batch_pat.finditer(p.stdout)})
     targets = {"launch_unmatched": 25, "launch_tma4": 150, "launch_fa4_6maps": 150, "launch_struct_3maps": 100,
-               "launch_large_param": 25, "encode_tiled": 100}
+               "launch_large_param": 25, "launch_fa4_8layers": 150, "encode_tiled": 100}
     for name, target in targets.items():
         got = collected(runs, name, "overhead")
         if not got:
@@ -587,7 +607,8 @@ def overhead():
                 into["batches"].append({m.group(1): float(m.group(3)) - float(m.group(2))
                                         for m in batch_pat.finditer(p.stdout)})
         print(f"A/B against {ARGS.baseline_lib} ({ARGS.repeats} processes each, interleaved): added ns, median")
-        for name in ("launch_unmatched", "launch_large_param", "launch_tma4", "launch_fa4_6maps", "launch_struct_3maps"):
+        for name in ("launch_unmatched", "launch_large_param", "launch_tma4", "launch_fa4_6maps", "launch_struct_3maps",
+                     "launch_fa4_8layers"):
             row = []
             for kind in ("calls", "batches"):
                 b = [r[name] for r in base[kind] if name in r]
@@ -599,7 +620,7 @@ def overhead():
     # one through the wrapper; the per-launch difference of the medians, median over the processes. Targets: <= +10
     # ns without maps, <= +60 ns with them.
     for name, target in (("launch_unmatched", 10), ("launch_large_param", 10), ("launch_tma4", 60),
-                         ("launch_fa4_6maps", 60), ("launch_struct_3maps", 60)):
+                         ("launch_fa4_6maps", 60), ("launch_struct_3maps", 60), ("launch_fa4_8layers", 60)):
         got = collected(batches, name, "overhead, batches of 256")
         if not got:
             continue

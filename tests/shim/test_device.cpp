@@ -50,6 +50,8 @@ TEST(DeviceMaps, HealthyDeviceBuiltMapsAreFoundAndPass) {
     if (!i["tensor_maps"].empty()) device_records.push_back(i);
   ASSERT_EQ(device_records.size(), 1u) << describe(r);
   const json& maps = device_records[0]["tensor_maps"];
+  EXPECT_EQ(device_records[0]["grid"], json::parse("[1,1,1]")) << "the audited launch's own grid and block";
+  EXPECT_EQ(device_records[0]["block"], json::parse("[128,1,1]"));
   ASSERT_EQ(maps.size(), 2u);
   EXPECT_EQ(maps[1]["space"], "device");
   EXPECT_EQ(maps[1]["param_index"], 3);

@@ -88,6 +88,22 @@ TEST(FastPath, DescriptorRewrittenInPlaceIsCaughtAfterCleanLaunches) {
   }
 }
 
+// The fast path knows a launch as clean by its maps' bytes or by its key (the same kernel on each layer's tensors):
+// a transposed dK on one layer, between clean launches of the others, is stopped; the layers' maps are decoded once.
+TEST(FastPath, OneKernelPerLayerCheckedOnceAndABadLayerCaught) {
+  for (const char* entry : {"launch", "ex_ptsz"}) {
+    const ClientRun r = run_client({"getproc", entry, "fa4_layers"}, {{"TMAGUARD_MODE", "reject"}});
+    EXPECT_EQ(r.failed, 1) << entry << "\n" << describe(r);
+    EXPECT_EQ(r.ran, 30) << entry;
+    ASSERT_EQ(r.events("violation").size(), 1u) << entry << "\n" << describe(r);
+    EXPECT_EQ(r.events("violation")[0]["rule"], "fa4-dk-not-k-major");
+    const auto s = r.events("summary");
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0]["launches_checked"], 31);
+    EXPECT_EQ(s[0]["tensor_maps_decoded"], 6 * 6 + 6) << "each layer once, and the bad launch";
+  }
+}
+
 TEST(GetProc, SemanticsPassThroughUnchanged) {
   const ClientRun r = run_client({"getproc", "launch", "getproc_semantics"}, {{"TG_EXPECT_WRAPPED", "1"}});
   EXPECT_TRUE(r.p.exited && r.p.code == 0) << describe(r);

@@ -2,6 +2,7 @@
 // records, inspect records, tmaguard-tool, the encode explainer.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
 
@@ -141,6 +142,42 @@ TEST(Tool, CheckRulesAndReport) {
       std::string::npos)
       << r.out;
   std::remove(log.c_str());
+}
+
+// find-maps: the maps in a dump of device memory, here Triton's device-built descriptor captured on an H200 at offset
+// 256 of a zero-filled kilobyte; a bad address or an unreadable file is one line and a non-zero exit.
+TEST(Tool, FindMapsInADumpOfDeviceMemory) {
+  std::ifstream in(std::string(TG_SOURCE_DIR) + "/tests/data/device_built_h200.txt");
+  std::string line, hex;
+  while (std::getline(in, line))
+    if (line.find("source=tensormap.replace_as_Triton") != std::string::npos) {
+      hex = line.substr(line.find(" map=") + 5, 256);
+      break;
+    }
+  ASSERT_EQ(hex.size(), 256u);
+  std::vector<char> dump(1024, 0);
+  for (std::size_t i = 0; i < 128; ++i) dump[256 + i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  const std::string file = "/tmp/tmaguard_tool_dump.bin";
+  std::ofstream(file, std::ios::binary).write(dump.data(), static_cast<std::streamsize>(dump.size()));
+  const ProcessResult r = run_process({TG_TOOL, "find-maps", file, "--address", "0x7fc54e100000", "--json"}, {});
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);  // exactly one line: one map
+  EXPECT_EQ(j["offset"], 256);
+  EXPECT_EQ(j["map_address"], "0x7fc54e100100");
+  EXPECT_EQ(j["tensor_map"]["dims"], nlohmann::json::parse("[128,512,4,2]"));
+  const ProcessResult t = run_process({TG_TOOL, "find-maps", file, "--address", "0x7fc54e100000"}, {});
+  EXPECT_NE(t.out.find("1 tensor map(s) in 1024 bytes from 0x7fc54e100000"), std::string::npos) << t.out;
+  std::fill(dump.begin(), dump.end(), 0);
+  std::ofstream(file, std::ios::binary).write(dump.data(), static_cast<std::streamsize>(dump.size()));
+  const ProcessResult none = run_process({TG_TOOL, "find-maps", file, "--address", "0x7fc54e100000"}, {});
+  EXPECT_NE(none.out.find("0 tensor map(s) in 1024 bytes"), std::string::npos) << none.out;
+  const ProcessResult bad = run_process({TG_TOOL, "find-maps", file, "--address", "0x7fzz"}, {});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err.find("find-maps: --address 0x7fzz: not a number"), 0u) << bad.err;
+  const ProcessResult missing = run_process({TG_TOOL, "find-maps", "/nonexistent/dump.bin"}, {});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_EQ(missing.err, "find-maps: /nonexistent/dump.bin: cannot be read\n");
+  std::remove(file.c_str());
 }
 
 TEST(Explainer, FailedEncodesExplainedSuspiciousOnesWarnedOnceCodesUnchanged) {
