@@ -24,11 +24,6 @@ __attribute__((always_inline)) inline bool caches_usable() {
          t_hot.kernel_epoch == g_hot.kernel_epoch.load(std::memory_order_relaxed);
 }
 
-// A repeated launch whose maps are known clean: their bytes equal this thread's copy of the kernel's last clean
-// launch (the common repeat, a compare), or their launch key is that launch's or one in the process-wide clean cache
-// (the same kernel on other tensors, e.g. one launch per layer: a hash and a lookup, as the full check would do);
-// and whose watched places (kernel_cache.h) still hold no map. Up to seven whole-parameter slots, or three inside
-// parameters, live in the front entry; others come from the KernelInfo.
 // The maps' bytes (`slot(i)`: map i's 128 bytes, nullptr: not available) against the entry's clean copy, then
 // their key against its last clean key and the clean cache.
 template <typename Slot>
@@ -56,6 +51,11 @@ __attribute__((always_inline)) inline bool slots_clean(FrontEntry& e, std::size_
   return true;
 }
 
+// A repeated launch whose maps are known clean: their bytes equal this thread's copy of a clean launch of the kernel
+// (the common repeat, a compare), or their launch key is its last clean key or one in the process-wide clean cache
+// (the same kernel on other tensors, e.g. one launch per layer: a hash and a lookup, as the full check would do);
+// and whose watched places (kernel_cache.h) still hold no map. Up to seven whole-parameter slots, or three inside
+// parameters, live in the front entry; others come from the KernelInfo.
 __attribute__((always_inline)) inline bool maps_clean(FrontEntry& e, void** params) {
   if (!params || e.n_maps == kAuditing) return false;
   if (e.n_maps < kPairs)  // whole 128-byte parameters
@@ -126,7 +126,7 @@ using tmaguard::Verdict;
     const KernelInfo* k = nullptr;                                                                                     \
     if (check_launch(call, f, g, params, extra, &k) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                 \
     const CUresult rc = real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                       \
-    if (rc == CUDA_SUCCESS && k && audit_due(*k)) audit_after_launch(*k, g, params, extra, s, per_thread);                \
+    if (rc == CUDA_SUCCESS && k && audit_due(*k)) audit_after_launch(*k, g, params, extra, s, per_thread);             \
     return rc;                                                                                                         \
   }                                                                                                                    \
   __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \
@@ -157,7 +157,7 @@ TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz, true)
     if (check_launch(call, f, g, params, extra, &k) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                 \
     const CUresult rc = real(config, f, params, extra);                                                                \
     if (rc == CUDA_SUCCESS && k && config && audit_due(*k))                                                            \
-      audit_after_launch(*k, g, params, extra, config->hStream, per_thread);                                              \
+      audit_after_launch(*k, g, params, extra, config->hStream, per_thread);                                           \
     return rc;                                                                                                         \
   }                                                                                                                    \
   __attribute__((noinline)) static CUresult launch_rest_##name(const CUlaunchConfig* config, CUfunction f,             \
@@ -183,7 +183,7 @@ TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz, true)
     const KernelInfo* k = nullptr;                                                                                     \
     if (check_launch(call, f, g, params, nullptr, &k) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;               \
     const CUresult rc = real(f, gx, gy, gz, bx, by, bz, smem, s, params);                                              \
-    if (rc == CUDA_SUCCESS && k && audit_due(*k)) audit_after_launch(*k, g, params, nullptr, s, per_thread);              \
+    if (rc == CUDA_SUCCESS && k && audit_due(*k)) audit_after_launch(*k, g, params, nullptr, s, per_thread);           \
     return rc;                                                                                                         \
   }                                                                                                                    \
   __attribute__((noinline)) static CUresult launch_rest_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,    \

@@ -128,15 +128,7 @@ inline bool watched_place_may_hold_map(const uint8_t* b) {
   if (!b) return true;
   uint32_t w13;
   __builtin_memcpy(&w13, b + kWord13Offset, 4);
-  if (w13 == 0) return false;
-  // Other data usually fills the reserved words 19..31 (bytes 76..127) too: the first non-zero one of them ends the
-  // look (the same data on every launch, so the branch is predicted); may_hold_map has the last word.
-  for (std::size_t off = 80; off < 128; off += 8) {
-    uint64_t w;
-    __builtin_memcpy(&w, b + off, 8);
-    if (w) return false;
-  }
-  return may_hold_map(b);
+  return w13 != 0 && may_hold_map(b);
 }
 
 // ---- tensor maps in device memory (read back after the kernel: the shim's device_audit)
