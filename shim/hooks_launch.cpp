@@ -24,43 +24,71 @@ __attribute__((always_inline)) inline bool caches_usable() {
          t_hot.kernel_epoch == g_hot.kernel_epoch.load(std::memory_order_relaxed);
 }
 
-// The maps' bytes (`slot(i)`: map i's 128 bytes, nullptr: not available) against the entry's clean copy, then
-// their key against its last clean key and the clean cache.
+// The maps' key (`slot(i)`: map i's 128 bytes, nullptr: not available) against the entry's last clean key and the
+// clean cache: the same kernel on other tensors. Out of line: a repeat whose bytes match the clean copy never runs
+// it, and its code stays off the lines that repeat touches.
 template <typename Slot>
-__attribute__((always_inline)) inline bool slots_clean(FrontEntry& e, std::size_t n, Slot&& slot) {
+__attribute__((noinline, cold)) bool key_clean(FrontEntry& e, std::size_t n, const Slot& slot) {
+  uint64_t key = 0;
+  if (!launch_key(kernel_identity(e.info), n, slot, &key)) return false;
+  if (key != e.clean_key && !clean_cache_contains(key)) return false;
+  // A key that repeats the last one (a new steady state) is worth a copy. Otherwise the copy stays that of an
+  // earlier clean launch (any clean bytes serve for the compare): copying every layer's maps in turn, when one
+  // kernel is launched for each layer on its own tensors, would cost more than the compare saves.
+  if (e.clean_key && key != e.clean_key) e.clean_key = key;
+  else remember_clean(e, key, slot);
+  return true;
+}
+
+// The maps' bytes against the entry's clean copy, else their key (key_clean).
+template <typename Slot>
+__attribute__((always_inline)) inline bool slots_clean(FrontEntry& e, std::size_t n, const Slot& slot) {
   bool same = e.clean_key != 0 && n <= kCleanCopyMaps && t_hot.clean_copies != nullptr;
   if (same) {
     const uint8_t* copy = t_hot.clean_copies + static_cast<std::size_t>(&e - t_hot.front) * kCleanCopyBytes;
+    for (std::size_t i = 0; i < n; ++i) {
+      const uint8_t* b = slot(i);
+      __builtin_prefetch(b);
+      __builtin_prefetch(b + 64);
+      __builtin_prefetch(copy + kTensorMapBytes * i);
+      __builtin_prefetch(copy + kTensorMapBytes * i + 64);
+    }
     for (std::size_t i = 0; same && i < n; ++i) {
       const uint8_t* b = slot(i);
       same = b && same_map_bytes(b, copy + kTensorMapBytes * i);
     }
   }
-  if (!same) {
-    uint64_t key = 0;
-    if (!launch_key(kernel_identity(e.info), n, slot, &key)) return false;
-    if (key != e.clean_key && !clean_cache_contains(key)) return false;
-    // A key that repeats the last one (a new steady state) is worth a copy. Otherwise the copy stays that of an
-    // earlier clean launch (any clean bytes serve for the compare): copying every layer's maps in turn, when one
-    // kernel is launched for each layer on its own tensors, would cost more than the compare saves.
-    if (e.clean_key && key != e.clean_key) e.clean_key = key;
-    else remember_clean(e, key, slot);
-  }
+  if (!same && !key_clean(e, n, slot)) return false;
   bump(t_hot.launches_seen);
   bump(t_hot.launches_checked);
+  return true;
+}
+
+// Whether every watched place of the entry (its mask, in parameter watch_param) still holds no map.
+__attribute__((always_inline)) inline bool watched_clean(const FrontEntry& e, void** params) {
+  const auto* p = static_cast<const uint8_t*>(params[e.watch_param]);
+  for (uint64_t m = e.watch_mask; m; m &= m - 1)
+    if (watched_place_may_hold_map(p ? p + 64 * static_cast<std::size_t>(__builtin_ctzll(m)) : nullptr))
+      return false;
   return true;
 }
 
 // A repeated launch whose maps are known clean: their bytes equal this thread's copy of a clean launch of the kernel
 // (the common repeat, a compare), or their launch key is its last clean key or one in the process-wide clean cache
 // (the same kernel on other tensors, e.g. one launch per layer: a hash and a lookup, as the full check would do);
-// and whose watched places (kernel_cache.h) still hold no map. Up to seven whole-parameter slots, or three inside
-// parameters, live in the front entry; others come from the KernelInfo.
+// and whose watched places (kernel_cache.h) still hold no map. Up to fourteen whole-parameter slots, or seven inside
+// parameters, and watched places in one parameter live in the front entry; others come from the KernelInfo.
 __attribute__((always_inline)) inline bool maps_clean(FrontEntry& e, void** params) {
   if (!params || e.n_maps == kAuditing) return false;
-  if (e.n_maps < kPairs)  // whole 128-byte parameters
-    return slots_clean(e, e.n_maps, [&](std::size_t i) { return static_cast<const uint8_t*>(params[e.idx[i]]); });
-  if (e.n_maps != kManyMaps) {  // maps inside parameters: (index, offset / 64) pairs
+  if (e.n_maps != kManyMaps) {
+    if (e.watch_mask && !watched_clean(e, params)) return false;  // the full path searches the parameters again
+    if (e.n_maps < kPairs)  // whole 128-byte parameters
+      return slots_clean(e, e.n_maps, [&](std::size_t i) { return static_cast<const uint8_t*>(params[e.idx[i]]); });
+    if (e.n_maps == kPairs) {  // watched places alone
+      bump(t_hot.launches_seen);
+      return true;
+    }
+    // maps inside parameters: (index, offset / 64) pairs
     return slots_clean(e, e.n_maps & ~kPairs, [&](std::size_t i) -> const uint8_t* {
       const auto* p = static_cast<const uint8_t*>(params[e.idx[2 * i]]);
       return p ? p + 64 * std::size_t{e.idx[2 * i + 1]} : nullptr;

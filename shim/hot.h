@@ -39,28 +39,33 @@ inline bool armed_already() { return g_hot.state.load(std::memory_order_acquire)
 inline Mode mode() { return g_hot.mode.load(std::memory_order_relaxed); }
 
 //! Per-thread cache of what the launch path needs to know about a kernel, so that a repeated launch never reads
-//! the shared kernel table or the KernelInfo (both usually cold after a trip through the driver).
-struct FrontEntry {
+//! the shared kernel table or the KernelInfo (both usually cold after a trip through the driver). One cache line.
+struct alignas(64) FrontEntry {
   const void* f;           // the launch handle (CUfunction or CUkernel)
   const KernelInfo* info;  // nullptr: empty entry
   uint64_t clean_key;      // the last launch key found clean for this kernel on this thread (0: none). Not 0 in an
                            // entry of a kernel with 1..kCleanCopyMaps maps: this thread's clean copy for the entry
                            // (ThreadHot::clean_copies) holds the maps' bytes of a clean launch of it
+  uint64_t watch_mask;     // the kernel's watched places (kernel_cache.h), all in parameter `watch_param`: bit i is
+                           // the place at offset 64 * i (0: none)
   uint8_t n_maps;          // how `idx` holds the kernel's map slots (below)
-  uint8_t idx[7];
+  uint8_t watch_param;
+  uint8_t idx[14];
+  uint8_t unused[16];
 };
-static_assert(sizeof(FrontEntry) == 32);
-// n_maps: 0..7 whole 128-byte parameters, their indices in idx; kPairs | n (n <= 3): maps inside parameters, idx
-// holding (parameter index, offset / 64) pairs (a CUTLASS Params struct with three maps); kManyMaps: anything else,
-// read from the KernelInfo; kAuditing: every launch takes the full path (the device audit still wants this kernel's
-// launches, device_audit.h).
+static_assert(sizeof(FrontEntry) == 64);
+// n_maps: 0..14 whole 128-byte parameters, their indices in idx; kPairs | n (n <= 7): maps inside parameters, idx
+// holding (parameter index, offset / 64) pairs (a CUTLASS Params struct with three maps); either form with the
+// watched places in `watch_mask` (a kernel without maps but with watched places is kPairs | 0, so that it never
+// takes the no-maps fast path); kManyMaps: anything else, read from the KernelInfo; kAuditing: every launch takes
+// the full path (the device audit still wants this kernel's launches, device_audit.h).
 constexpr uint8_t kPairs = 0x80;
 constexpr uint8_t kManyMaps = 0xff;
 constexpr uint8_t kAuditing = 0xfe;
 constexpr unsigned kFrontEntries = 16;
 //! One front entry's clean copy: the maps of a clean launch of its kernel, in slot order (kernels with more maps
-//! hash them on every launch).
-constexpr std::size_t kCleanCopyMaps = 7;
+//! hash them on every launch). Nine: 2-CTA FA4.
+constexpr std::size_t kCleanCopyMaps = 9;
 constexpr std::size_t kCleanCopyBytes = kCleanCopyMaps * 128;
 
 //! This thread's counters, re-entry depth and front cache. Counters are plain per-thread words (relaxed

@@ -205,24 +205,34 @@ FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
   FrontEntry& e = front_slot(f);
   if (e.f == f && e.info) return e;
   const KernelInfo* info = kernel_info(f, args);
+  e = FrontEntry{};
   e.f = f;
   e.info = info;
-  e.clean_key = 0;
-  // The front entry carries up to seven whole-parameter slots with an index below 256, or up to three slots inside
-  // parameters as (index, offset / 64) pairs; anything else is read from the KernelInfo (2-CTA FA4 has nine maps;
-  // a kernel with watched places or places only rules name).
+  // The front entry carries up to fourteen whole-parameter slots with an index below 256, or up to seven slots
+  // inside parameters as (index, offset / 64) pairs, and watched places that all lie in one parameter below offset
+  // 4096 as a mask; anything else is read from the KernelInfo (a kernel with places only rules name).
   const std::vector<MapPlace>& m = info->maps;
   const bool whole = std::all_of(m.begin(), m.end(), [](const MapPlace& s) { return s.offset == 0 && s.param < 256; });
   const bool pairs = std::all_of(m.begin(), m.end(), [](const MapPlace& s) {
     return s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 256;
   });
-  const bool plain = !info->search_pending && info->watch.empty() &&
-                     std::none_of(info->named_only.begin(), info->named_only.end(), [](bool b) { return b; });
+  const std::vector<MapPlace>& w = info->watch;
+  const bool watch_fits = w.empty() || std::all_of(w.begin(), w.end(), [&](const MapPlace& s) {
+    return s.param == w.front().param && s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 64;
+  });
+  const bool front_form = !info->search_pending && watch_fits &&
+                          std::none_of(info->named_only.begin(), info->named_only.end(), [](bool b) { return b; });
   if (info->audits_left.load(std::memory_order_relaxed) != 0) {
     e.n_maps = kAuditing;  // the device audit wants this launch: the full path
-  } else if (!plain) {
-    e.n_maps = kManyMaps;  // never the no-maps fast path: watched places are looked at on every launch
-  } else if (whole && m.size() <= sizeof(e.idx)) {
+    return e;
+  }
+  if (!front_form) {
+    e.n_maps = kManyMaps;  // never the no-maps fast path: the rest is looked at on every launch
+    return e;
+  }
+  for (const MapPlace& s : w) e.watch_mask |= uint64_t{1} << (s.offset / 64);
+  e.watch_param = w.empty() ? 0 : static_cast<uint8_t>(w.front().param);
+  if (whole && m.size() <= sizeof(e.idx) && (m.size() != 0 || w.empty())) {
     for (std::size_t i = 0; i < m.size(); ++i) e.idx[i] = static_cast<uint8_t>(m[i].param);
     e.n_maps = static_cast<uint8_t>(m.size());
   } else if (pairs && m.size() <= sizeof(e.idx) / 2) {
@@ -230,8 +240,9 @@ FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
       e.idx[2 * i] = static_cast<uint8_t>(m[i].param);
       e.idx[2 * i + 1] = static_cast<uint8_t>(m[i].offset / 64);
     }
-    e.n_maps = static_cast<uint8_t>(kPairs | m.size());
+    e.n_maps = static_cast<uint8_t>(kPairs | m.size());  // kPairs | 0: watched places alone
   } else {
+    e = FrontEntry{f, info};
     e.n_maps = kManyMaps;
   }
   return e;
