@@ -46,13 +46,6 @@ __attribute__((always_inline)) inline bool slots_clean(FrontEntry& e, std::size_
   bool same = e.clean_key != 0 && n <= kCleanCopyMaps && t_hot.clean_copies != nullptr;
   if (same) {
     const uint8_t* copy = t_hot.clean_copies + static_cast<std::size_t>(&e - t_hot.front) * kCleanCopyBytes;
-    for (std::size_t i = 0; i < n; ++i) {
-      const uint8_t* b = slot(i);
-      __builtin_prefetch(b);
-      __builtin_prefetch(b + 64);
-      __builtin_prefetch(copy + kTensorMapBytes * i);
-      __builtin_prefetch(copy + kTensorMapBytes * i + 64);
-    }
     for (std::size_t i = 0; same && i < n; ++i) {
       const uint8_t* b = slot(i);
       same = b && same_map_bytes(b, copy + kTensorMapBytes * i);
