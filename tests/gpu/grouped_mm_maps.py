@@ -7,18 +7,15 @@ census). Prints 'GROUPED_MAPS ...' per map found and one 'GROUPED_MAPS_SUMMARY .
 
     python3 grouped_mm_maps.py TMAGUARD_TOOL [ITERATIONS]
 """
-import ctypes
 import json
 import os
 import struct
-import subprocess
 import sys
-import tempfile
-
-import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grouped_mm  # noqa: E402  (the same operands and calls)
+import segment_scan  # noqa: E402
+import torch  # noqa: E402
 
 
 def main():
@@ -30,63 +27,35 @@ def main():
     tensors = {"a": a, "b": b, "out": out, "offs": offs}
     ranges = {name: (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes()) for name, t in tensors.items()}
 
-    snap = torch.cuda.memory._snapshot()
-    traces = [e for dev in snap.get("device_traces", []) for e in dev]
-    cuda = ctypes.CDLL("libcuda.so.1")
-    cuda.cuMemcpyDtoH_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
-    found, scanned = [], 0
-    with tempfile.TemporaryDirectory() as tmp:
-        for seg in snap["segments"]:
-            base, size = seg["address"], seg["total_size"]
-            buf = ctypes.create_string_buffer(size)
-            rc = cuda.cuMemcpyDtoH_v2(buf, base, size)
-            if rc != 0:
-                print(f"GROUPED_MAPS_NOTE segment 0x{base:x} size {size}: copy failed rc={rc}", flush=True)
-                continue
-            scanned += size
-            path = os.path.join(tmp, "seg.bin")
-            with open(path, "wb") as f:
-                f.write(buf.raw)
-            # Decoder-free: 64-byte-aligned words holding an address inside a, b or out (a map's first word is its
-            # global address), with the 128 bytes from there, whatever tmaguard makes of them.
-            raw = buf.raw
-            for off in range(0, size - 128 + 1, 64):
-                (word,) = struct.unpack_from("<Q", raw, off)
-                name = next((nm for nm, (lo, hi) in ranges.items() if nm != "offs" and lo <= word < hi), None)
-                if name:
-                    print(f"GROUPED_RAW at=0x{base + off:x} points_into={name} bytes={raw[off:off + 128].hex()}",
-                          flush=True)
-            p = subprocess.run([tool, "find-maps", path, "--address", hex(base), "--json"], capture_output=True,
-                               text=True, timeout=120)
-            # the block each map sits in
-            blocks, at = [], base
-            for blk in seg.get("blocks", []):
-                blocks.append((blk.get("address", at), blk["size"], blk.get("state", "?"), blk.get("frames", [])))
-                at = blocks[-1][0] + blk["size"]
-            for line in p.stdout.splitlines():
-                rec = json.loads(line)
-                where = base + rec["offset"]
-                blk = next((x for x in blocks if x[0] <= where < x[0] + x[1]), None)
-                addr = int(rec["tensor_map"]["address"], 16)
-                points_into = next((name for name, (lo, hi) in ranges.items() if lo <= addr < hi), "none")
-                # the last allocation recorded at this block's address (its Python frames say who asked for it)
-                frames = []
-                if blk:
-                    allocs = [e for e in traces if e.get("action") == "alloc" and e.get("addr") == blk[0]]
-                    if allocs:
-                        frames = [f"{fr.get('filename', '?').split('/')[-1]}:{fr.get('line', '?')}:{fr.get('name', '?')}"
-                                  for fr in allocs[-1].get("frames", [])[:4]]
-                found.append(rec)
-                print(f"GROUPED_MAPS map_at=0x{where:x} block=0x{blk[0] if blk else 0:x}+{where - blk[0] if blk else 0} "
-                      f"block_size={blk[1] if blk else 0} block_state={blk[2] if blk else '?'} "
-                      f"dims={rec['tensor_map']['dims']} encoder={rec['tensor_map']['encoder']} "
-                      f"address=0x{addr:x} points_into={points_into} frames={frames}", flush=True)
+    found, scanned, n_segments = [], 0, 0
+    for base, size, raw, blocks, traces in segment_scan.segments():
+        n_segments += 1
+        scanned += size
+        # Decoder-free: 64-byte-aligned words holding an address inside a, b or out (a map's first word is its
+        # global address), with the 128 bytes from there, whatever tmaguard makes of them.
+        for off in range(0, size - 128 + 1, 64):
+            (word,) = struct.unpack_from("<Q", raw, off)
+            name = next((nm for nm, (lo, hi) in ranges.items() if nm != "offs" and lo <= word < hi), None)
+            if name:
+                print(f"GROUPED_RAW at=0x{base + off:x} points_into={name} bytes={raw[off:off + 128].hex()}",
+                      flush=True)
+        for rec in segment_scan.find_maps(tool, raw, base):
+            where = base + rec["offset"]
+            blk = segment_scan.block_of(blocks, where)
+            addr = int(rec["tensor_map"]["address"], 16)
+            points_into = next((name for name, (lo, hi) in ranges.items() if lo <= addr < hi), "none")
+            found.append(rec)
+            print(f"GROUPED_MAPS map_at=0x{where:x} block=0x{blk[0] if blk else 0:x}+{where - blk[0] if blk else 0} "
+                  f"block_size={blk[1] if blk else 0} block_state={blk[2] if blk else '?'} "
+                  f"dims={rec['tensor_map']['dims']} encoder={rec['tensor_map']['encoder']} "
+                  f"address=0x{addr:x} points_into={points_into} frames={segment_scan.frames_of(traces, blk)}",
+                  flush=True)
     into = {}
     for rec in found:
         addr = int(rec["tensor_map"]["address"], 16)
         name = next((nm for nm, (lo, hi) in ranges.items() if lo <= addr < hi), "none")
         into[name] = into.get(name, 0) + 1
-    print(f"GROUPED_MAPS_SUMMARY segments={len(snap['segments'])} bytes_scanned={scanned} maps={len(found)} "
+    print(f"GROUPED_MAPS_SUMMARY segments={n_segments} bytes_scanned={scanned} maps={len(found)} "
           f"points_into={json.dumps(into, sort_keys=True)}", flush=True)
 
 

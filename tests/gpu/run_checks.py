@@ -282,6 +282,41 @@ def grouped_mm():
            f"rc={p.returncode} census={census} device_audit={s[0].get('device_audit') if s else None}")
 
 
+def cudnn_sdpa():
+    """cuDNN's SDPA (README: what is not seen): forward and backward clean under tmaguard with the device audit on,
+    and what its device memory holds: CUtensorMaps, or 64-byte descriptors in cuDNN's own format (which tmaguard
+    does not decode), searched without tmaguard; then the audit at its widest, in inspect mode."""
+    sec = "cuDNN SDPA"
+    script = os.path.join(ARGS.root, "tests", "gpu", "cudnn_sdpa_descs.py")
+    tool = os.path.join(ARGS.build, "tmaguard-tool")
+    os.makedirs(os.path.join(ARGS.out, "logs"), exist_ok=True)
+    log = os.path.join(ARGS.out, "logs", "cudnn.jsonl")
+    p, _, _ = run([sys.executable, script, tool, "3"], guarded=False)
+    m = re.search(r"CUDNN_SUMMARY (.*)", p.stdout)
+    descs = [json.loads(x) for x in re.findall(r"CUDNN_DESC (.*)", p.stdout)]
+    shown = [{k: d[k] for k in ("points_into", "offset_in_tensor", "rank", "format", "dims", "strides_bytes", "box",
+                                "block_size")} for d in descs[:6]]
+    record(sec, "device memory searched for descriptors of either format (no tmaguard)", p.returncode == 0 and m,
+           f"rc={p.returncode} {m.group(1) if m else p.stderr[-600:]!r} maps={re.findall(r'CUDNN_MAP (.*)', p.stdout)[:4]} "
+           f"cudnn_format={json.dumps(shown)[:1500]}")
+    p, recs, _ = run([sys.executable, script, tool, "3"], mode="abort", log=log)
+    v, w, s = events(recs, "violation"), events(recs, "warning"), events(recs, "summary")
+    ok = p.returncode == 0 and "CUDNN_SUMMARY" in p.stdout and not v and not w
+    out_sum = re.findall(r"out_sum=[^ ]+", p.stdout)
+    record(sec, "forward + backward under abort mode, default audit: clean", ok,
+           f"rc={p.returncode} {out_sum} violations={len(v)} "
+           f"warnings={[r.get('rule') or r.get('message', '')[:80] for r in w]} "
+           f"device_audit={s[0].get('device_audit') if s else None}" + ("" if ok else f" stderr={p.stderr[-600:]!r}"))
+    p, recs, _ = run([sys.executable, script, tool, "3"], mode="inspect", log=log,
+                     extra_env={"TMAGUARD_DEVICE_AUDIT": "all", "TMAGUARD_DEVICE_READ_BYTES": "65536"})
+    census = [(r.get("kernel", "")[:80], r.get("maps_in_device_memory"), r.get("large_params")) for r in
+              events(recs, "census") if "cudnn" in r.get("kernel", "")]
+    s = events(recs, "summary")
+    record(sec, "device audit at its widest (every launch, 64 KiB per pointer): what it found",
+           p.returncode == 0 and census, f"rc={p.returncode} census={census} "
+           f"device_audit={s[0].get('device_audit') if s else None}")
+
+
 def device_maps():
     """Maps built in device memory (README: Device maps): Triton tl.make_tensor_descriptor kernels healthy and bad,
     Inductor's persistent TMA matmul, torch._grouped_mm and SDPA, read back after the kernel with the default policy
@@ -774,7 +809,7 @@ def main():
     }
     for k, v in header.items():
         print(f"{k}: {v}")
-    sections = {"fa4": fa4_matrix, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm,
+    sections = {"fa4": fa4_matrix, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm, "cudnn": cudnn_sdpa,
                 "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
                 "overhead": overhead,
                 "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}
