@@ -18,9 +18,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 
 def main():
-    tool = sys.argv[1]
-    iters = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    torch.cuda.memory._record_memory_history(max_entries=100000)
+    tool, iters = segment_scan.start(sys.argv)
     q, k, v = (torch.randn(2, 8, 1024, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     dout = torch.randn(2, 8, 1024, 128, device="cuda", dtype=torch.bfloat16)
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):

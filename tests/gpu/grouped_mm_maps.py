@@ -15,13 +15,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grouped_mm  # noqa: E402  (the same operands and calls)
 import segment_scan  # noqa: E402
-import torch  # noqa: E402
 
 
 def main():
-    tool = sys.argv[1]
-    iters = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    torch.cuda.memory._record_memory_history(max_entries=100000)
+    tool, iters = segment_scan.start(sys.argv)
     a, b, offs = grouped_mm.inputs()
     out = grouped_mm.run(a, b, offs, iters)
     tensors = {"a": a, "b": b, "out": out, "offs": offs}

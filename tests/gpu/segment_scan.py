@@ -16,6 +16,13 @@ import tempfile
 import torch
 
 
+def start(argv):
+    """A search script's arguments (TMAGUARD_TOOL [ITERATIONS], default 3); records the allocator's memory history
+    from here on, so that each block's allocation can be named."""
+    torch.cuda.memory._record_memory_history(max_entries=100000)
+    return argv[1], int(argv[2]) if len(argv) > 2 else 3
+
+
 def segments():
     """Yields (base, size, raw bytes, blocks, traces) for each allocator segment; blocks: (address, size, state)."""
     snap = torch.cuda.memory._snapshot()
