@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CPU benchmarks against the stand-in driver (no GPU needed): what tmaguard adds to a launch and to an encode
 # (same process, straight vs. through the wrapper), the pure core's decode/hash/rule, and resident-memory growth
-# over 10 million distinct encodes, and how often non-map bytes are taken for a map. Prints numbers; asserts nothing.
+# over 10 million distinct encodes, how often non-map bytes are taken for a map, and the launch probe (what reading,
+# comparing or hashing a launch's maps costs behind cache traffic; PROBE_BUILDS="a.so b.so": other builds of the
+# library measured beside this one in the same process). Prints numbers; asserts nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TMAGUARD_BUILD_DIR:-$root/build}
@@ -10,6 +12,10 @@ export LD_LIBRARY_PATH="$build/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PA
 echo "== hot paths (ns per call; *_direct = stand-in driver alone, *_tmaguard = through tmaguard)"
 LD_PRELOAD="$build/libtmaguard.so" TMAGUARD_MODE=abort "$build/tests/bench_hot_path" \
   --benchmark_repetitions="${BENCH_REPS:-5}" --benchmark_report_aggregates_only=true "$@"
+echo "== launch probe: the stand-in behind ${PROBE_KIB:-1024} KiB of cache traffic per launch (a real driver's part);"
+echo "   added_ns: step + launch less the plain launch, per launch (tests/bench/probe_steps.h); via_tmaguard: the wrapper"
+LD_PRELOAD="$build/libtmaguard.so" TMAGUARD_MODE=abort GLIBC_TUNABLES=glibc.rtld.optional_static_tls=65536 \
+  "$build/tests/bench_hot_path" --probe "${PROBE_KIB:-1024}" "${PROBE_BATCHES:-60}" ${PROBE_BUILDS:-}
 echo "== windows that are not tensor maps, taken for one (decoded: as a 128-byte parameter; in-struct: inside a structure)"
 "$build/tests/false_maps" "${FALSE_MAP_MILLIONS:-10}"
 echo "== resident memory over ${ENCODES:-10000000} distinct encodes through tmaguard"

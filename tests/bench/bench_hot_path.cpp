@@ -3,6 +3,9 @@
 // table) and through tmaguard's wrapper: the difference is what tmaguard adds to a launch or an encode. The
 // stand-in's own launch is a few nanoseconds, so the difference is not hidden under a real driver's microseconds.
 // Also: decode, content hash and the FA4 rule on their own (pure core).
+// `bench_hot_path --probe [KiB [batches [other builds of libtmaguard.so...]]]` runs the launch probe (probe_steps.h)
+// instead: each launch to the stand-in is preceded by writing KiB of unrelated memory (default 1024), the part a real
+// driver's microseconds play; other builds are measured in the same process, beside the preloaded one.
 #include <benchmark/benchmark.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -15,6 +18,7 @@
 
 #include "direct_symbol.h"
 #include "fakecuda.h"
+#include "probe_steps.h"
 #include "tmaguard/checks.h"
 #include "tmaguard/rules.h"
 #include "tmaguard/tensormap.h"
@@ -294,6 +298,60 @@ BENCHMARK(core_decode);
 BENCHMARK(core_hash);
 BENCHMARK(core_fa4_rule);
 
+int run_probe(std::size_t kib, int batches, const std::vector<const char*>& builds) {
+  Env& e = env();
+  static std::vector<uint64_t> dirt(kib * 128 + 1);
+  auto with = [](PFN_cuLaunchKernel_v4000 fn) {
+    return [fn](CUfunction f, void** a) { return fn(f, 1, 1, 1, 32, 1, 1, 0, nullptr, a, nullptr); };
+  };
+  auto dirty = [] {  // one write per line
+    for (std::size_t i = 0; i + 8 <= dirt.size(); i += 8) dirt[i] += i;
+    benchmark::ClobberMemory();
+  };
+  constexpr int kLayers = 8;
+  static CUtensorMap layer_maps[kLayers][6];
+  static void* layer_args[kLayers][9];
+  for (int l = 0; l < kLayers; ++l) {
+    for (int i = 0; i < 6; ++i) {
+      const cuuint64_t dims[4] = {128, 256, 4, 2}, strides[3] = {1024, 256, 262144};
+      const cuuint32_t box[4] = {64, 128, 1, 1}, es[4] = {1, 1, 1, 1};
+      e.enc_direct(&layer_maps[l][i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                   reinterpret_cast<void*>(0x7f0000000000ULL + (static_cast<uint64_t>(l) << 28) + (i << 24)), dims,
+                   strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    }
+    void* a[] = {&e.n, &layer_maps[l][0], &layer_maps[l][1], &layer_maps[l][2], &e.scale,
+                 &layer_maps[l][3], &layer_maps[l][4], &layer_maps[l][5], &e.tail};
+    std::memcpy(layer_args[l], a, sizeof a);
+  }
+  const std::vector<std::pair<int, std::size_t>> fa4_maps = {{1, 0}, {2, 0}, {3, 0}, {5, 0}, {6, 0}, {7, 0}};
+  std::printf("PROBE_INFO stand-in driver, %zu KiB written before each launch\n", kib);
+  std::vector<probe::NamedLaunch> vias = {{"via_tmaguard", with(e.wrapped)}};
+  for (const char* b : builds) {
+    auto fn = probe::load_build(b);
+    if (!fn) return 2;
+    vias.push_back({std::string("build:") + b, with(fn)});
+  }
+  return probe::run({{"unmatched", static_cast<CUfunction>(e.plain), {e.args_plain.data()}, {}},
+                     {"large_param", static_cast<CUfunction>(e.large), {e.args_large.data()}, {}},
+                     {"fa4_6maps", static_cast<CUfunction>(e.fa4), {e.args_fa4.data()}, fa4_maps},
+                     {"tma4", static_cast<CUfunction>(e.tma4), {e.args_tma4.data()}, {{0, 0}, {1, 0}, {2, 0}, {3, 0}}},
+                     {"struct_3maps", static_cast<CUfunction>(e.structs), {e.args_struct.data()},
+                      {{0, 128}, {0, 384}, {0, 896}}},
+                     {"fa4_8layers", static_cast<CUfunction>(e.fa4), {std::begin(layer_args), std::end(layer_args)},
+                      fa4_maps}},
+                    batches, with(e.direct), vias, dirty, [] {});
+}
+
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--probe") == 0)
+    return run_probe(argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 1024, argc > 3 ? std::atoi(argv[3]) : 100,
+                     std::vector<const char*>(argv + std::min(argc, 4), argv + argc));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

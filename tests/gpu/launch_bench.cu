@@ -10,6 +10,9 @@
 // Then, for each launch, the same in batches: 400 pairs of 256 back-to-back launches, one batch through each
 // function (their order alternating), each batch timed whole; prints "BATCH name direct_ns=.. via_dlsym_ns=..
 // batches=.." with the median per-launch time of each side's batches.
+// `launch_bench probe [batches [other builds of libtmaguard.so...]]` instead runs the launch probe
+// (tests/bench/probe_steps.h) on the same launches: what reading, comparing or hashing their maps costs between two
+// real launches, and what each build of tmaguard adds, side by side in one process.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -28,6 +31,7 @@
 #include <dlfcn.h>
 
 #include "../bench/direct_symbol.h"
+#include "../bench/probe_steps.h"
 
 namespace {
 using clk = std::chrono::steady_clock;
@@ -60,7 +64,8 @@ double time_ns(const std::function<CUresult()>& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int n = argc > 1 ? std::atoi(argv[1]) : 100000;
+  const bool probing = argc > 1 && std::strcmp(argv[1], "probe") == 0;
+  const int n = probing ? 0 : argc > 1 ? std::atoi(argv[1]) : 100000;
   cudaSetDevice(0);
   cudaFree(nullptr);
   std::ifstream in(std::string(argv[0]) + ".cubin", std::ios::binary);
@@ -138,6 +143,28 @@ int main(int argc, char** argv) {
   Dl_info info{};
   dladdr(reinterpret_cast<void*>(launch_via), &info);
   std::printf("BENCH_INFO via_dlsym_is=%s\n", info.dli_fname ? info.dli_fname : "?");
+  if (probing) {
+    const std::vector<std::pair<int, std::size_t>> fa4_maps = {{1, 0}, {2, 0}, {3, 0}, {5, 0}, {6, 0}, {7, 0}};
+    auto with = [](PFN_cuLaunchKernel_v4000 fn) {
+      return [fn](CUfunction f, void** a) { return fn(f, 1, 1, 1, 32, 1, 1, 0, nullptr, a, nullptr); };
+    };
+    std::vector<probe::NamedLaunch> vias = {{"via_tmaguard", with(launch_via)}};
+    for (int i = 3; i < argc; ++i) {  // other builds of tmaguard, measured beside the preloaded one
+      auto fn = probe::load_build(argv[i]);
+      if (!fn) return 2;
+      vias.push_back({std::string("build:") + argv[i], with(fn)});
+    }
+    const int rc = probe::run({{"unmatched", plain, {a_plain}, {}},
+                               {"large_param", large, {a_large}, {}},
+                               {"fa4_6maps", fa4, {a_fa4}, fa4_maps},
+                               {"tma4", tma4, {a_tma4}, {{0, 0}, {1, 0}, {2, 0}, {3, 0}}},
+                               {"struct_3maps", struct3, {a_struct3}, {{0, 128}, {0, 384}, {0, 1152}}},
+                               {"fa4_8layers", fa4, {std::begin(layer_args), std::end(layer_args)}, fa4_maps}},
+                              argc > 2 ? std::atoi(argv[2]) : 400, with(launch_direct), vias, [] {},
+                              [] { cuCtxSynchronize(); });
+    if (rc) std::fprintf(stderr, "probe failed: %d\n", rc);
+    return rc;
+  }
   std::vector<double> direct(static_cast<size_t>(n)), via(static_cast<size_t>(n));
   for (const K& k : ks) {
     int at = 0;  // which layer's arguments the next pair uses (rotating cases)

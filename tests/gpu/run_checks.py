@@ -697,6 +697,41 @@ def overhead():
             record("overhead", name, False, f"no numbers {t}")
 
 
+def launch_probe():
+    """Informational: what a launch's reads cost between two real driver launches, and what this build (and
+    --baseline-lib, loaded beside it in the same process) adds, per case; tests/bench/probe_steps.h says how."""
+    exe = os.path.join(ARGS.build, "gpu", "launch_bench")
+    extra = [os.path.abspath(ARGS.baseline_lib)] if ARGS.baseline_lib else []
+    pat = re.compile(r"PROBE (\S+) (\S+) added_ns=([-+\d.]+) batch_added_ns=([-+\d.]+) step_ns=([\d.]+) "
+                     r"driver_ns=([\d.]+)")
+    got = {}
+    order = []
+    for rep in range(ARGS.repeats):
+        p, _, _ = run([exe, "probe", str(ARGS.probe_batches)] + extra, guarded=True, mode="abort",
+                      extra_env={"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=65536"})
+        if p.returncode != 0:
+            record("launch probe (informational)", f"process {rep}", False,
+                   f"exit={p.returncode} stderr={p.stderr[-400:]!r}")
+            return
+        for m in pat.finditer(p.stdout):
+            key = (m.group(1), "baseline" if m.group(2).startswith("build:") else m.group(2))
+            if key not in got:
+                order.append(key)
+            got.setdefault(key, []).append(tuple(float(x) for x in m.groups()[2:]))
+    cases = list(dict.fromkeys(c for c, _ in order))
+    for case in cases:
+        parts = []
+        for c, r in order:
+            if c != case or r == "direct":
+                continue
+            v = got[(c, r)]
+            parts.append(f"{r} {statistics.median(x[0] for x in v):+.1f} (batch {statistics.median(x[1] for x in v):+.1f})")
+        driver = statistics.median(x[3] for x in got[(case, "direct")])
+        record("launch probe (informational)", case, True,
+               f"added ns per launch, median of {ARGS.repeats} processes: " + "; ".join(parts) +
+               f"; driver launch {driver:.0f} ns")
+
+
 def ranks():
     """Multi-rank jobs under torchrun (two ranks sharing the one GPU, no collectives), preloaded the documented way
     (scripts/tmaguard ... -- torchrun ...): one log per rank, tagged with its rank; the launcher process itself writes
@@ -789,8 +824,10 @@ def main():
     ap.add_argument("--launches", type=int, default=100000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--baseline-lib", default=None,
-                    help="overhead: also measure this libtmaguard.so (an earlier build), interleaved, for an A/B")
+                    help="overhead: also measure this libtmaguard.so (an earlier build), interleaved, for an A/B; "
+                         "probe: load it beside this build in each process")
     ap.add_argument("--e2e-pairs", type=int, default=6)
+    ap.add_argument("--probe-batches", type=int, default=200, help="probe: rounds of 256-launch batches per case")
     ap.add_argument("--roundtrip-cases", type=int, default=20000)
     ap.add_argument("--only", default="")
     ap.add_argument("--package", default="", help="a tmaguard .deb for the 'installed' section")
@@ -811,9 +848,9 @@ def main():
         print(f"{k}: {v}")
     sections = {"fa4": fa4_matrix, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm, "cudnn": cudnn_sdpa,
                 "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
-                "overhead": overhead,
+                "overhead": overhead, "probe": launch_probe,
                 "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}
-    optional = {"e2e_control", "installed"}
+    optional = {"e2e_control", "installed", "probe"}
     for name, fn in sections.items():
         if (ARGS.only and name not in ARGS.only.split(",")) or (not ARGS.only and name in optional):
             continue
