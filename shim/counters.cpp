@@ -45,8 +45,8 @@ void thread_exit(void* p) {
   add(g_exited, *t);
   zero(*t);
   t->registered = 0;  // a launch from a later destructor registers it again
-  std::free(t->clean_copies);
-  t->clean_copies = nullptr;
+  std::free(t->clean);
+  t->clean = nullptr;
   for (FrontEntry& e : t->front) e.clean_key = 0;  // the copies are gone
   if (!g_threads) return;
   for (ThreadHot*& x : *g_threads) {

@@ -1,8 +1,10 @@
 // tmaguard shim: the launch wrappers (cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and _ptsz).
 //
-//   client --> cuLaunchKernel (ours) --> fast path: a known kernel without maps --> real cuLaunchKernel (tail call)
-//                                    \-> launch_rest: maps whose bytes match this thread's last clean launch of the
-//                                        kernel --> real cuLaunchKernel (tail call)
+//   client --> cuLaunchKernel (ours) --> fast path: a known kernel without maps, or with maps whose bytes equal this
+//                                        thread's copy of a clean launch of it or whose key is among its clean keys
+//                                        here --> real cuLaunchKernel (tail call)
+//                                    \-> launch_rest: the key in the process-wide clean cache, or a kernel with more
+//                                        maps than a front entry holds --> real cuLaunchKernel (tail call)
 //                                        \-> launch_checked: TG_ENTER, check_launch() (launch_check.cpp) --> run |
 //                                            reject | abort; after a run, the device audit's read-back of the
 //                                            memory its pointers lead to (device_audit.h), while the kernel is due
@@ -25,9 +27,9 @@ __attribute__((always_inline)) inline bool caches_usable() {
 }
 
 // The maps' key (`slot(i)`: map i's 128 bytes, nullptr: not available) against the entry's last clean key and the
-// clean cache: the same kernel on other tensors (one launch per layer runs it every time). Out of line, so that a
-// repeat whose bytes match the clean copy does not carry its code. Marked cold as measured on an H200 (run21, two
-// VMs, FA4 over 8 layers in batches: +244 and +137 ns, the earlier inline code +245 and +130: no difference).
+// process-wide clean cache: a key another thread found clean, or one this thread's clean keys (CleanBlock) do not
+// hold (more than 64 layers, a full set). A hit joins the thread's clean keys. Out of line and cold: the wrapper's
+// own path covers the repeats of a kernel on this thread.
 template <typename Slot>
 __attribute__((noinline, cold)) bool key_clean(FrontEntry& e, std::size_t n, const Slot& slot) {
   uint64_t key = 0;
@@ -36,27 +38,48 @@ __attribute__((noinline, cold)) bool key_clean(FrontEntry& e, std::size_t n, con
   // A key that repeats the last one (a new steady state) is worth a copy. Otherwise the copy stays that of an
   // earlier clean launch (any clean bytes serve for the compare): copying every layer's maps in turn, when one
   // kernel is launched for each layer on its own tensors, would cost more than the compare saves.
-  if (e.clean_key && key != e.clean_key) e.clean_key = key;
-  else remember_clean(e, key, slot);
-  return true;
-}
-
-// The maps' bytes against the entry's clean copy, else their key (key_clean).
-template <typename Slot>
-__attribute__((always_inline)) inline bool slots_clean(FrontEntry& e, std::size_t n, const Slot& slot) {
-  bool same = e.clean_key != 0 && n <= kCleanCopyMaps && t_hot.clean_copies != nullptr;
-  if (same) {
-    const uint8_t* copy = t_hot.clean_copies + static_cast<std::size_t>(&e - t_hot.front) * kCleanCopyBytes;
-    for (std::size_t i = 0; same && i < n; ++i) {
-      const uint8_t* b = slot(i);
-      same = b && same_map_bytes(b, copy + kTensorMapBytes * i);
-    }
+  if (e.clean_key && key != e.clean_key) {
+    e.clean_key = key;
+    if (CleanBlock* b = clean_block_of(e, false)) add_clean_key(*b, key);
+  } else {
+    remember_clean(e, key, slot);
   }
-  if (!same && !key_clean(e, n, slot)) return false;
   bump(t_hot.launches_seen);
   bump(t_hot.launches_checked);
   return true;
 }
+
+// The maps' bytes against the entry's clean copy (this thread's copy of a clean launch of its kernel).
+template <typename Slot>
+__attribute__((always_inline)) inline bool copy_equal(const FrontEntry& e, std::size_t n, const Slot& slot) {
+  if (!e.clean_key || n > kCleanCopyMaps || !t_hot.clean) return false;
+  const uint8_t* copy = t_hot.clean[&e - t_hot.front].maps;
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint8_t* b = slot(i);
+    if (!b || !same_map_bytes(b, copy + kTensorMapBytes * i)) return false;
+  }
+  return true;
+}
+
+// The maps' launch key among the entry's clean keys on this thread (the kernel on another layer's tensors).
+template <typename Slot>
+__attribute__((always_inline)) inline bool key_known(const FrontEntry& e, std::size_t n, const Slot& slot) {
+  uint64_t key = 0;
+  return t_hot.clean && launch_key(kernel_identity(e.info), n, slot, &key) &&
+         has_clean_key(t_hot.clean[&e - t_hot.front], key);
+}
+
+// Map i's bytes in a launch of a front entry that holds its map places itself (n_maps below kAuditing): whole
+// parameters, or (parameter index, offset / 64) pairs.
+struct FrontSlots {
+  const FrontEntry& e;
+  void** params;
+  __attribute__((always_inline)) const uint8_t* operator()(std::size_t i) const {
+    if (e.n_maps < kPairs) return static_cast<const uint8_t*>(params[e.idx[i]]);
+    const auto* p = static_cast<const uint8_t*>(params[e.idx[2 * i]]);
+    return p ? p + 64 * std::size_t{e.idx[2 * i + 1]} : nullptr;
+  }
+};
 
 // Whether every watched place of the entry (its mask, in parameter watch_param) still holds no map.
 __attribute__((always_inline)) inline bool watched_clean(const FrontEntry& e, void** params) {
@@ -67,26 +90,46 @@ __attribute__((always_inline)) inline bool watched_clean(const FrontEntry& e, vo
   return true;
 }
 
-// A repeated launch whose maps are known clean: their bytes equal this thread's copy of a clean launch of the kernel
-// (the common repeat, a compare), or their launch key is its last clean key or one in the process-wide clean cache
-// (the same kernel on other tensors, e.g. one launch per layer: a hash and a lookup, as the full check would do);
-// and whose watched places (kernel_cache.h) still hold no map. Up to fourteen whole-parameter slots, or seven inside
-// parameters, and watched places in one parameter live in the front entry; others come from the KernelInfo.
-__attribute__((always_inline)) inline bool maps_clean(FrontEntry& e, void** params) {
-  if (!params || e.n_maps == kAuditing) return false;
+// The launch wrappers' fast path, inlined into each, before TG_ENTER (it calls nothing and changes nothing but this
+// thread's counters): true when a repeated launch, on this thread, of a known kernel is fine without any check:
+// the kernel has no tensor maps, or the entry holds its map places (up to fourteen whole-parameter maps, or seven
+// inside parameters, and watched places in one parameter), its watched places still hold no map, and its maps'
+// bytes equal the entry's clean copy (a repeat) or their key is one of the entry's clean keys (the kernel on
+// another layer's tensors: a hash and one line). One piece of straight-line code, so that a repeat with maps
+// touches no code line besides the wrapper's own (the stand-in behind 1 MiB of cache traffic per launch, builds
+// side by side in one process, `bench_hot_path --probe`: FA4 about -15 ns, FA4 over 8 layers about -30 ns against
+// the compare in the out-of-line rest and the key in the shared cache). False sends the launch to the rest.
+__attribute__((always_inline)) inline bool fast_pass(CUfunction f, void** params) {
+  if (__builtin_expect(!caches_usable(), 0)) return false;
+  FrontEntry& e = front_slot(f);
+  if (__builtin_expect(e.f != f || !e.info, 0)) return false;
+  const uint8_t n = e.n_maps;
+  if (__builtin_expect(n == 0, 1)) {
+    bump(t_hot.launches_seen);
+    return true;
+  }
+  if (n >= kAuditing || !params) return false;                     // the device audit, or maps in the KernelInfo
+  if (e.watch_mask && !watched_clean(e, params)) return false;     // the full path searches the parameters again
+  if (n != kPairs) {  // kPairs: watched places alone
+    const FrontSlots slots{e, params};
+    if (!copy_equal(e, n & ~kPairs, slots) && !key_known(e, n & ~kPairs, slots)) return false;
+  }
+  bump(t_hot.launches_seen);
+  if (n != kPairs) bump(t_hot.launches_checked);
+  return true;
+}
+
+// The rest's first step, also before TG_ENTER: a repeated launch whose maps are known clean though the wrapper could
+// not tell: their launch key is the entry's last clean key or one in the process-wide clean cache (a key another
+// thread found clean, or one this thread's clean keys no longer hold); or the kernel's map places live in its
+// KernelInfo (more maps than an entry holds): compared with the clean copy, else keyed.
+__attribute__((always_inline)) inline bool clean_pass(CUfunction f, void** params) {
+  if (!caches_usable()) return false;
+  FrontEntry& e = front_slot(f);
+  if (e.f != f || !e.info || !params || e.n_maps == kAuditing) return false;
   if (e.n_maps != kManyMaps) {
-    if (e.watch_mask && !watched_clean(e, params)) return false;  // the full path searches the parameters again
-    if (e.n_maps < kPairs)  // whole 128-byte parameters
-      return slots_clean(e, e.n_maps, [&](std::size_t i) { return static_cast<const uint8_t*>(params[e.idx[i]]); });
-    if (e.n_maps == kPairs) {  // watched places alone
-      bump(t_hot.launches_seen);
-      return true;
-    }
-    // maps inside parameters: (index, offset / 64) pairs
-    return slots_clean(e, e.n_maps & ~kPairs, [&](std::size_t i) -> const uint8_t* {
-      const auto* p = static_cast<const uint8_t*>(params[e.idx[2 * i]]);
-      return p ? p + 64 * std::size_t{e.idx[2 * i + 1]} : nullptr;
-    });
+    if (e.n_maps == 0 || e.n_maps == kPairs || (e.watch_mask && !watched_clean(e, params))) return false;
+    return key_clean(e, e.n_maps & ~kPairs, FrontSlots{e, params});
   }
   // Every slot of a KernelInfo lies inside its parameter (checked when it was found), so with kernelParams the
   // bytes are at params[slot.param] + slot.offset.
@@ -102,26 +145,13 @@ __attribute__((always_inline)) inline bool maps_clean(FrontEntry& e, void** para
     bump(t_hot.launches_seen);
     return true;
   }
-  return slots_clean(e, k.maps.size(), [&](std::size_t i) { return at(k.maps[i]); });
-}
-
-// The launch wrappers' fast path, inlined into each, before TG_ENTER (it calls nothing and changes nothing but this
-// thread's counters): true when the launch is known to be fine without any check, i.e. a repeated launch, on this
-// thread, of a kernel without tensor maps. It touches only the lines listed in hot.h, and it is small, so that the
-// wrapper needs no stack frame on its way to the driver. False sends the launch to the wrapper's out-of-line rest.
-__attribute__((always_inline)) inline bool fast_pass(CUfunction f) {
-  if (__builtin_expect(!caches_usable(), 0)) return false;
-  const FrontEntry& e = front_slot(f);
-  if (__builtin_expect(e.f != f || !e.info || e.n_maps != 0, 0)) return false;
-  bump(t_hot.launches_seen);
-  return true;
-}
-
-// The rest's first step, also before TG_ENTER: a repeated launch whose maps match its last clean launch here.
-__attribute__((always_inline)) inline bool clean_pass(CUfunction f, void** params) {
-  if (!caches_usable()) return false;
-  FrontEntry& e = front_slot(f);
-  return e.f == f && e.info && maps_clean(e, params);
+  auto slot = [&](std::size_t i) { return at(k.maps[i]); };
+  if (copy_equal(e, k.maps.size(), slot) || key_known(e, k.maps.size(), slot)) {
+    bump(t_hot.launches_seen);
+    bump(t_hot.launches_checked);
+    return true;
+  }
+  return key_clean(e, k.maps.size(), slot);
 }
 
 }  // namespace
@@ -162,7 +192,8 @@ using tmaguard::Verdict;
                             unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params,            \
                             void** extra) {                                                                            \
     auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
-    if (__builtin_expect(real && fast_pass(f), 1)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);     \
+    if (__builtin_expect(real && fast_pass(f, params), 1))                                                             \
+      return real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                                  \
     return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                      \
   }
 TG_LAUNCH_WRAPPER(cuLaunchKernel, false)
@@ -190,7 +221,7 @@ TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz, true)
   }                                                                                                                    \
   CUresult TG_WRAPPER(name)(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {                 \
     auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
-    if (__builtin_expect(real && fast_pass(f), 1)) return real(config, f, params, extra);                              \
+    if (__builtin_expect(real && fast_pass(f, params), 1)) return real(config, f, params, extra);                      \
     return launch_rest_##name(config, f, params, extra);                                                               \
   }
 TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx, false)
@@ -218,7 +249,7 @@ TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz, true)
   CUresult TG_WRAPPER(name)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,          \
                             unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params) {          \
     auto real = TG_REAL_IF_RESOLVED(name);                                                                             \
-    if (__builtin_expect(real && fast_pass(f), 1)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params);            \
+    if (__builtin_expect(real && fast_pass(f, params), 1)) return real(f, gx, gy, gz, bx, by, bz, smem, s, params);    \
     return launch_rest_##name(f, gx, gy, gz, bx, by, bz, smem, s, params);                                             \
   }
 TG_LAUNCH_COOP_WRAPPER(cuLaunchCooperativeKernel, false)

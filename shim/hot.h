@@ -45,7 +45,7 @@ struct alignas(64) FrontEntry {
   const KernelInfo* info;  // nullptr: empty entry
   uint64_t clean_key;      // the last launch key found clean for this kernel on this thread (0: none). Not 0 in an
                            // entry of a kernel with 1..kCleanCopyMaps maps: this thread's clean copy for the entry
-                           // (ThreadHot::clean_copies) holds the maps' bytes of a clean launch of it
+                           // (ThreadHot::clean, CleanBlock::maps) holds the maps' bytes of a clean launch of it
   uint64_t watch_mask;     // the kernel's watched places (kernel_cache.h), all in parameter `watch_param`: bit i is
                            // the place at offset 64 * i (0: none)
   uint8_t n_maps;          // how `idx` holds the kernel's map slots (below)
@@ -67,6 +67,15 @@ constexpr unsigned kFrontEntries = 16;
 //! hash them on every launch). Nine: 2-CTA FA4.
 constexpr std::size_t kCleanCopyMaps = 9;
 constexpr std::size_t kCleanCopyBytes = kCleanCopyMaps * 128;
+//! One front entry's clean keys: launch keys (launch.h) found clean for its kernel on this thread, in 8 sets of 8
+//! (a key's set: key % 8; newest first), so that a kernel launched once per layer on each layer's tensors (a
+//! training step) is known by its key in one line of this thread's own, up to 64 layers.
+constexpr std::size_t kCleanKeySets = 8, kCleanKeyWays = 8;
+//! What a front entry keeps of its kernel's clean launches on this thread (ThreadHot::clean).
+struct alignas(64) CleanBlock {
+  uint64_t keys[kCleanKeySets][kCleanKeyWays];  // 0: none
+  uint8_t maps[kCleanCopyBytes];                // valid while the entry's clean_key is not 0
+};
 
 //! This thread's counters, re-entry depth and front cache. Counters are plain per-thread words (relaxed
 //! load+store, no locked instruction); the summary adds up every live thread's and those of exited threads.
@@ -77,10 +86,10 @@ struct alignas(64) ThreadHot {
   std::atomic<uint64_t> launches_seen;
   std::atomic<uint64_t> launches_checked;
   std::atomic<uint64_t> maps_decoded;
-  // kFrontEntries x kCleanCopyBytes, allocated on this thread's first clean launch with maps (nullptr: none yet, or
-  // no memory); freed when the thread exits. A repeated launch whose maps equal these bytes is clean: comparing
-  // them costs less than hashing them.
-  uint8_t* clean_copies;
+  // kFrontEntries blocks, one per front entry, allocated on this thread's first clean launch with maps (nullptr:
+  // none yet, or no memory); freed when the thread exits. A repeated launch whose maps equal the block's copy is
+  // clean (comparing them costs less than hashing them), or one whose key is among the block's keys.
+  CleanBlock* clean;
   FrontEntry front[kFrontEntries] __attribute__((aligned(64)));
 };
 

@@ -200,11 +200,13 @@ FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
   const uint32_t epoch = g_hot.kernel_epoch.load(std::memory_order_acquire);
   if (t_hot.kernel_epoch != epoch) {
     std::memset(static_cast<void*>(t_hot.front), 0, sizeof t_hot.front);
+    forget_clean_keys(nullptr);
     t_hot.kernel_epoch = epoch;
   }
   FrontEntry& e = front_slot(f);
   if (e.f == f && e.info) return e;
   const KernelInfo* info = kernel_info(f, args);
+  forget_clean_keys(&e);  // another kernel's keys, or an earlier KernelInfo's
   e = FrontEntry{};
   e.f = f;
   e.info = info;
@@ -248,15 +250,24 @@ FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
   return e;
 }
 
-uint8_t* clean_copy_of(const FrontEntry& e, bool allocate) {
+CleanBlock* clean_block_of(const FrontEntry& e, bool allocate) {
   ThreadHot& t = t_hot;
-  if (!t.clean_copies) {
-    // Only a registered thread: its exit frees the copies (counters.cpp).
+  if (!t.clean) {
+    // Only a registered thread: its exit frees the blocks (counters.cpp).
     if (!allocate || !t.registered) return nullptr;
-    t.clean_copies = static_cast<uint8_t*>(std::malloc(kFrontEntries * kCleanCopyBytes));
-    if (!t.clean_copies) return nullptr;
+    void* p = std::aligned_alloc(alignof(CleanBlock), kFrontEntries * sizeof(CleanBlock));
+    if (!p) return nullptr;
+    std::memset(p, 0, kFrontEntries * sizeof(CleanBlock));
+    t.clean = static_cast<CleanBlock*>(p);
   }
-  return t.clean_copies + static_cast<std::size_t>(&e - t.front) * kCleanCopyBytes;
+  return t.clean + (&e - t.front);
+}
+
+void forget_clean_keys(const FrontEntry* e) {
+  if (!t_hot.clean) return;
+  if (e) std::memset(t_hot.clean[e - t_hot.front].keys, 0, sizeof(CleanBlock::keys));
+  else
+    for (std::size_t i = 0; i < kFrontEntries; ++i) std::memset(t_hot.clean[i].keys, 0, sizeof(CleanBlock::keys));
 }
 
 namespace {

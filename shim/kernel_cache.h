@@ -56,8 +56,9 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args);
 //! kernel facts were replaced since this thread last looked, or when its kernel still waits for a struct search
 //! and `args` can serve it.
 FrontEntry& front_entry(CUfunction f, const LaunchArgs* args);
-//! Remembers a launch found clean in this thread's front entry `e` for its kernel: its key, and for a kernel with
-//! few maps, a copy of their bytes (`bytes(i)`: map i's 128 bytes, in the kernel's map order).
+//! Remembers a launch found clean in this thread's front entry `e` for its kernel: its key (the entry's last clean
+//! key, and one of its block's clean keys), and for a kernel with few maps, a copy of their bytes (`bytes(i)`: map
+//! i's 128 bytes, in the kernel's map order).
 template <typename BytesOf>
 void remember_clean(FrontEntry& e, uint64_t key, BytesOf&& bytes);
 //! How many maps front entry `e` keeps a clean copy of (0: none; hot.h kCleanCopyMaps).
@@ -68,8 +69,10 @@ inline std::size_t copied_maps(const FrontEntry& e) {
   else n = e.n_maps < kPairs ? e.n_maps : e.n_maps & ~kPairs;
   return n <= kCleanCopyMaps ? n : 0;
 }
-//! This thread's clean copy for front entry `e` (nullptr: none allocated). `allocate`: make the copies if needed.
-uint8_t* clean_copy_of(const FrontEntry& e, bool allocate);
+//! This thread's clean block for front entry `e` (nullptr: none allocated). `allocate`: make the blocks if needed.
+CleanBlock* clean_block_of(const FrontEntry& e, bool allocate);
+//! Forgets the clean keys of front entry `e` (nullptr: of every entry), when it is given to another kernel.
+void forget_clean_keys(const FrontEntry* e);
 //! 128 bytes equal (all of them, word 2's bit 21 too: a difference there only sends the launch to the key).
 __attribute__((always_inline)) inline bool same_map_bytes(const uint8_t* a, const uint8_t* b) {
   typedef uint64_t v2 __attribute__((vector_size(16)));
@@ -82,16 +85,32 @@ __attribute__((always_inline)) inline bool same_map_bytes(const uint8_t* a, cons
   }
   return (d[0] | d[1]) == 0;
 }
+//! Whether `key` is among a block's clean keys (one line: the key's set).
+__attribute__((always_inline)) inline bool has_clean_key(const CleanBlock& b, uint64_t key) {
+  const uint64_t* set = b.keys[key % kCleanKeySets];
+  bool found = false;
+  for (std::size_t w = 0; w < kCleanKeyWays; ++w) found |= set[w] == key;
+  return found && key != 0;
+}
+//! Adds a clean key to a block (newest first in its set; the oldest of a full set goes).
+inline void add_clean_key(CleanBlock& b, uint64_t key) {
+  if (key == 0 || has_clean_key(b, key)) return;
+  uint64_t* set = b.keys[key % kCleanKeySets];
+  for (std::size_t w = kCleanKeyWays - 1; w > 0; --w) set[w] = set[w - 1];
+  set[0] = key;
+}
 template <typename BytesOf>
 void remember_clean(FrontEntry& e, uint64_t key, BytesOf&& bytes) {
   e.clean_key = 0;
-  if (const std::size_t n = copied_maps(e)) {
-    uint8_t* copy = clean_copy_of(e, true);
-    if (!copy) return;  // no copies: the entry keeps no key either (a key without its bytes would be read as both)
+  const std::size_t n = copied_maps(e);
+  CleanBlock* b = clean_block_of(e, true);
+  if (b) add_clean_key(*b, key);
+  if (n) {
+    if (!b) return;  // no copies: the entry keeps no key either (a key without its bytes would be read as both)
     for (std::size_t i = 0; i < n; ++i) {
-      const uint8_t* b = bytes(i);
-      if (!b) return;
-      __builtin_memcpy(copy + kTensorMapBytes * i, b, kTensorMapBytes);
+      const uint8_t* m = bytes(i);
+      if (!m) return;
+      __builtin_memcpy(b->maps + kTensorMapBytes * i, m, kTensorMapBytes);
     }
   }
   e.clean_key = key;

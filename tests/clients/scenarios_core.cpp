@@ -94,10 +94,12 @@ int mutated_in_place(bool two_cta) {
   return finish(ran(k));
 }
 
-// One FA4 kernel launched for six layers in turn, each on its own tensors (its maps' addresses moved by the layer),
-// four rounds; then layer 3 with a transposed dK, then every layer again. Clean launches of other layers between
-// two launches of one layer must not let the bad one through.
+// One FA4 kernel launched for six layers (TG_LAYERS) in turn, each on its own tensors (its maps' addresses moved by
+// the layer), four rounds; then layer 3 with a transposed dK, then every layer again. Clean launches of other layers
+// between two launches of one layer must not let the bad one through.
 int fa4_layers() {
+  const char* n_layers = std::getenv("TG_LAYERS");
+  const uint64_t n = n_layers ? std::strtoull(n_layers, nullptr, 10) : 6;
   const Kernel base = fa4_kernel(false, false, false, false);
   const Kernel transposed = fa4_kernel(false, true, false, false);
   const std::size_t dk = base.values.size() - 2;  // ..., dv, dk, tail
@@ -109,7 +111,7 @@ int fa4_layers() {
     return map;
   };
   std::vector<Kernel> layers;
-  for (uint64_t l = 0; l < 6; ++l) {
+  for (uint64_t l = 0; l < n; ++l) {
     Kernel k = base;
     for (std::size_t i = 0; i < k.values.size(); ++i)
       if (k.sizes[i] == sizeof(CUtensorMap)) k.values[i] = moved(k.values[i], l << 28);

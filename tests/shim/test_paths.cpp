@@ -104,6 +104,20 @@ TEST(FastPath, OneKernelPerLayerCheckedOnceAndABadLayerCaught) {
   }
 }
 
+// More layers than a thread's clean keys hold (64, in sets of 8): the layers whose keys fall out are known by the
+// process-wide clean cache; still each layer's maps are decoded once and the bad layer is stopped.
+TEST(FastPath, MoreLayersThanAThreadsCleanKeys) {
+  const ClientRun r =
+      run_client({"getproc", "launch", "fa4_layers"}, {{"TMAGUARD_MODE", "reject"}, {"TG_LAYERS", "80"}});
+  EXPECT_EQ(r.failed, 1) << describe(r);
+  EXPECT_EQ(r.ran, 5 * 80);
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  const auto s = r.events("summary");
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0]["launches_checked"], 5 * 80 + 1);
+  EXPECT_EQ(s[0]["tensor_maps_decoded"], 80 * 6 + 6) << "each layer once, and the bad launch";
+}
+
 TEST(GetProc, SemanticsPassThroughUnchanged) {
   const ClientRun r = run_client({"getproc", "launch", "getproc_semantics"}, {{"TG_EXPECT_WRAPPED", "1"}});
   EXPECT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
