@@ -11,6 +11,8 @@
 // own function: then its added_ns is the method's noise floor).
 //
 //   PROBE <case> <step> added_ns=<+ns> batch_added_ns=<+ns> step_ns=<ns> driver_ns=<ns> batches=<n>
+//
+// PROBE_ONLY=case,case runs only those cases.
 #pragma once
 
 #include <cuda.h>
@@ -38,6 +40,8 @@ struct Case {
   CUfunction f;
   std::vector<void**> args;                       // launch j of a batch uses args[j % size] (one per layer)
   std::vector<std::pair<int, std::size_t>> maps;  // (parameter, offset) of each map
+  bool written = false;  // the caller writes the maps (the same bytes) just before each launch, as CuTe DSL's host
+                         // code and Triton's launcher do: then they are in the caller's cache, not cold
 };
 
 // touch_maps: read the launch's map bytes (what any check must read); copy_lines_only: read a copy of them alone;
@@ -140,7 +144,10 @@ inline int run(const std::vector<Case>& cases, int batches, const LaunchFn& dire
     if (s != kVia) rows.push_back({kStepNames[s], static_cast<Step>(s), &direct});
   for (const auto& v : vias) rows.push_back({v.first, kVia, &v.second});
   const int nrows = static_cast<int>(rows.size());
+  const char* only = std::getenv("PROBE_ONLY");  // a comma-separated list of cases to run (default: all)
   for (const Case& c : cases) {
+    if (only && (std::string(",") + only + ",").find(std::string(",") + c.name + ",") == std::string::npos)
+      continue;
     const int layers = static_cast<int>(c.args.size());
     if (layers > kMaxLayers || c.maps.size() > kMaxMaps) return 2;
     for (int l = 0; l < layers; ++l) {
@@ -164,6 +171,9 @@ inline int run(const std::vector<Case>& cases, int batches, const LaunchFn& dire
         for (int j = 0; j < kBatch; ++j) {
           void** a = c.args[static_cast<std::size_t>(j % layers)];
           between();
+          if (c.written)  // not timed: the caller's own work
+            for (std::size_t i = 0; i < c.maps.size(); ++i)
+              std::memcpy(const_cast<uint8_t*>(map_at(a, c.maps[i])), g_copies.full[j % layers] + 128 * i, 128);
           const uint64_t s0 = __rdtsc();
           if (hand && !step(row.step, c, a, j % layers)) return 3;
           const uint64_t s1 = __rdtsc();
