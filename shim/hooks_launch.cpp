@@ -38,12 +38,9 @@ __attribute__((noinline, cold)) bool key_clean(FrontEntry& e, std::size_t n, con
   // A key that repeats the last one (a new steady state) is worth a copy. Otherwise the copy stays that of an
   // earlier clean launch (any clean bytes serve for the compare): copying every layer's maps in turn, when one
   // kernel is launched for each layer on its own tensors, would cost more than the compare saves.
-  if (e.clean_key && key != e.clean_key) {
-    e.clean_key = key;
-    if (CleanBlock* b = clean_block_of(e, false)) add_clean_key(*b, key);
-  } else {
-    remember_clean(e, key, slot);
-  }
+  if (CleanBlock* b = clean_block_of(e, false)) add_clean_key(*b, key);
+  if (e.clean_key && key != e.clean_key) e.clean_key = key;
+  else remember_clean(e, key, slot);
   bump(t_hot.launches_seen);
   bump(t_hot.launches_checked);
   return true;
