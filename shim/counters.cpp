@@ -30,12 +30,14 @@ void add(Counts& c, const ThreadHot& t) {
   c.launches_seen += t.launches_seen.load(std::memory_order_relaxed);
   c.launches_checked += t.launches_checked.load(std::memory_order_relaxed);
   c.maps_decoded += t.maps_decoded.load(std::memory_order_relaxed);
+  c.clean_copies += t.clean_copies.load(std::memory_order_relaxed);
 }
 
 void zero(ThreadHot& t) {
   t.launches_seen.store(0, std::memory_order_relaxed);
   t.launches_checked.store(0, std::memory_order_relaxed);
   t.maps_decoded.store(0, std::memory_order_relaxed);
+  t.clean_copies.store(0, std::memory_order_relaxed);
 }
 
 // pthread key destructor: a thread is exiting; keep its counts, forget its (soon freed) ThreadHot.

@@ -26,6 +26,24 @@ __attribute__((always_inline)) inline bool caches_usable() {
          t_hot.kernel_epoch == g_hot.kernel_epoch.load(std::memory_order_relaxed);
 }
 
+// A clean launch of the entry's kernel seen again by its key (the maps' bytes differ from the entry's copy): a key
+// that repeats the entry's last clean key (the kernel settled on these tensors) renews the copy, so that the
+// launches after it take the compare; another key only becomes the last one. Copying each layer's maps in turn,
+// when one kernel is launched once per layer on its own tensors, would cost more than the compare saves; but a
+// copy left at another layer's bytes would send every later repeat to the hash (on the H200, +197 ns against +83).
+template <typename Slot>
+__attribute__((noinline, cold)) void renew_copy(FrontEntry& e, uint64_t key, const Slot& slot) {
+  remember_clean(e, key, slot);
+}
+template <typename Slot>
+__attribute__((always_inline)) inline void known_again(FrontEntry& e, uint64_t key, std::size_t n, const Slot& slot) {
+  if (e.clean_key == key) {
+    if (n <= kCleanCopyMaps) renew_copy(e, key, slot);
+  } else if (e.clean_key) {
+    e.clean_key = key;  // nonzero: the copy stays valid (any clean bytes of the kernel serve for the compare)
+  }
+}
+
 // The maps' key (`slot(i)`: map i's 128 bytes, nullptr: not available) against the entry's last clean key and the
 // process-wide clean cache: a key another thread found clean, or one this thread's clean keys (CleanBlock) do not
 // hold (more than 64 layers, a full set). A hit joins the thread's clean keys. Out of line and cold: the wrapper's
@@ -35,9 +53,6 @@ __attribute__((noinline, cold)) bool key_clean(FrontEntry& e, std::size_t n, con
   uint64_t key = 0;
   if (!launch_key(kernel_identity(e.info), n, slot, &key)) return false;
   if (key != e.clean_key && !clean_cache_contains(key)) return false;
-  // A key that repeats the last one (a new steady state) is worth a copy. Otherwise the copy stays that of an
-  // earlier clean launch (any clean bytes serve for the compare): copying every layer's maps in turn, when one
-  // kernel is launched for each layer on its own tensors, would cost more than the compare saves.
   if (CleanBlock* b = clean_block_of(e, false)) add_clean_key(*b, key);
   if (e.clean_key && key != e.clean_key) e.clean_key = key;
   else remember_clean(e, key, slot);
@@ -58,12 +73,16 @@ __attribute__((always_inline)) inline bool copy_equal(const FrontEntry& e, std::
   return true;
 }
 
-// The maps' launch key among the entry's clean keys on this thread (the kernel on another layer's tensors).
+// The maps' launch key among the entry's clean keys on this thread (the kernel on another layer's tensors, or a
+// repeat whose copy is another layer's); a hit may renew the copy (known_again).
 template <typename Slot>
-__attribute__((always_inline)) inline bool key_known(const FrontEntry& e, std::size_t n, const Slot& slot) {
+__attribute__((always_inline)) inline bool key_known(FrontEntry& e, std::size_t n, const Slot& slot) {
   uint64_t key = 0;
-  return t_hot.clean && launch_key(kernel_identity(e.info), n, slot, &key) &&
-         has_clean_key(t_hot.clean[&e - t_hot.front], key);
+  if (!t_hot.clean || !launch_key(kernel_identity(e.info), n, slot, &key) ||
+      !has_clean_key(t_hot.clean[&e - t_hot.front], key))
+    return false;
+  known_again(e, key, n, slot);
+  return true;
 }
 
 // Map i's bytes in a launch of a front entry that holds its map places itself (n_maps below kAuditing): whole
@@ -87,15 +106,16 @@ __attribute__((always_inline)) inline bool watched_clean(const FrontEntry& e, vo
   return true;
 }
 
-// The launch wrappers' fast path, inlined into each, before TG_ENTER (it calls nothing and changes nothing but this
-// thread's counters): true when a repeated launch, on this thread, of a known kernel is fine without any check:
-// the kernel has no tensor maps, or the entry holds its map places (up to fourteen whole-parameter maps, or seven
-// inside parameters, and watched places in one parameter), its watched places still hold no map, and its maps'
-// bytes equal the entry's clean copy (a repeat) or their key is one of the entry's clean keys (the kernel on
-// another layer's tensors: a hash and one line). One piece of straight-line code, so that a repeat with maps
-// touches no code line besides the wrapper's own (the stand-in behind 1 MiB of cache traffic per launch, builds
-// side by side in one process, `bench_hot_path --probe`: FA4 about -15 ns, FA4 over 8 layers about -30 ns against
-// the compare in the out-of-line rest and the key in the shared cache). False sends the launch to the rest.
+// The launch wrappers' fast path, inlined into each, before TG_ENTER (it changes nothing but this thread's counters
+// and front entry, and calls nothing but renew_copy): true when a repeated launch, on this thread, of a known kernel
+// is fine without any check: the kernel has no tensor maps, or the entry holds its map places (up to fourteen
+// whole-parameter maps, or seven inside parameters, and watched places in one parameter), its watched places still
+// hold no map, and its maps' bytes equal the entry's clean copy (a repeat) or their key is one of the entry's clean
+// keys (the kernel on another layer's tensors: a hash and one line). One piece of straight-line code, so that a
+// repeat with maps touches no code line besides the wrapper's own (the stand-in behind 1 MiB of cache traffic per
+// launch, builds side by side in one process, `bench_hot_path --probe`: FA4 about -15 ns, FA4 over 8 layers about
+// -30 ns against the compare in the out-of-line rest and the key in the shared cache). False sends the launch to
+// the rest.
 __attribute__((always_inline)) inline bool fast_pass(CUfunction f, void** params) {
   if (__builtin_expect(!caches_usable(), 0)) return false;
   FrontEntry& e = front_slot(f);

@@ -86,6 +86,7 @@ struct alignas(64) ThreadHot {
   std::atomic<uint64_t> launches_seen;
   std::atomic<uint64_t> launches_checked;
   std::atomic<uint64_t> maps_decoded;
+  std::atomic<uint64_t> clean_copies;  // copies of a clean launch's maps taken (remember_clean)
   // kFrontEntries blocks, one per front entry, allocated on this thread's first clean launch with maps (nullptr:
   // none yet, or no memory); freed when the thread exits. A repeated launch whose maps equal the block's copy is
   // clean (comparing them costs less than hashing them), or one whose key is among the block's keys.

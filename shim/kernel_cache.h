@@ -112,6 +112,7 @@ void remember_clean(FrontEntry& e, uint64_t key, BytesOf&& bytes) {
       if (!m) return;
       __builtin_memcpy(b->maps + kTensorMapBytes * i, m, kTensorMapBytes);
     }
+    bump(t_hot.clean_copies);
   }
   e.clean_key = key;
 }

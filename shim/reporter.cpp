@@ -168,6 +168,7 @@ Summary summary_of(const Reporter& rep) {
   s.launches_seen = c.launches_seen;
   s.launches_checked = c.launches_checked;
   s.tensor_maps_decoded = c.maps_decoded;
+  s.clean_copies = c.clean_copies;
   s.violations_by_rule = rep.by_rule;
   s.not_checkable = rep.not_checkable;
   s.log_records_lost = rep.sink->lost();

@@ -27,6 +27,7 @@ struct Summary {
   uint64_t launches_seen = 0;
   uint64_t launches_checked = 0;
   uint64_t tensor_maps_decoded = 0;
+  uint64_t clean_copies = 0;  // copies a thread took of a clean launch's maps (the reference of the byte compare)
   std::map<std::string, uint64_t> violations_by_rule;  // occurrences, repeats included
   std::map<std::string, uint64_t> not_checkable;       // launches tmaguard could not check, by reason
   uint64_t log_records_lost = 0;                       // records the log refused (written to stderr instead)

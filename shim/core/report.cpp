@@ -223,6 +223,7 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
     j["launches_seen"] = s.launches_seen;
     j["launches_checked"] = s.launches_checked;
     j["tensor_maps_decoded"] = s.tensor_maps_decoded;
+    j["clean_copies"] = s.clean_copies;
     j["violations"] = s.violations_by_rule;
     j["not_checkable"] = s.not_checkable;
     j["log_records_lost"] = s.log_records_lost;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "client_run.h"
@@ -102,6 +103,27 @@ TEST(FastPath, OneKernelPerLayerCheckedOnceAndABadLayerCaught) {
     EXPECT_EQ(s[0]["launches_checked"], 31);
     EXPECT_EQ(s[0]["tensor_maps_decoded"], 6 * 6 + 6) << "each layer once, and the bad launch";
   }
+}
+
+// The thread's copy of a clean launch (the byte compare's reference) is not renewed while a kernel goes from layer
+// to layer, and renewed once when it settles on one layer's tensors: else every later repeat would be known only by
+// its key (a hash) for the life of the thread.
+TEST(FastPath, CleanCopyRenewedOnceWhenAKernelSettlesOnOneLayer) {
+  std::vector<uint64_t> copies;
+  for (const char* steady : {"0", "50"}) {
+    const ClientRun r = run_client({"getproc", "launch", "fa4_layers"},
+                                   {{"TMAGUARD_MODE", "reject"}, {"TG_STEADY", steady}});
+    EXPECT_EQ(r.failed, 1) << describe(r);
+    EXPECT_EQ(r.ran, 30 + std::atoi(steady));
+    const auto s = r.events("summary");
+    ASSERT_EQ(s.size(), 1u) << describe(r);
+    EXPECT_EQ(s[0]["launches_checked"], 31 + std::atoi(steady));
+    EXPECT_EQ(s[0]["tensor_maps_decoded"], 6 * 6 + 6);
+    copies.push_back(s[0]["clean_copies"].get<uint64_t>());
+  }
+  EXPECT_GE(copies[0], 1u) << "a clean launch leaves a copy";
+  EXPECT_LE(copies[0], 6u) << "at most one per layer while the kernel goes from layer to layer";
+  EXPECT_EQ(copies[1], copies[0] + 1) << "renewed once when it settles";
 }
 
 // More layers than a thread's clean keys hold (64, in sets of 8): the layers whose keys fall out are known by the
