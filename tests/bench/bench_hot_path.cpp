@@ -337,7 +337,7 @@ int run_probe(std::size_t kib, int batches, const std::vector<const char*>& buil
                      {"fa4_6maps", static_cast<CUfunction>(e.fa4), {e.args_fa4.data()}, fa4_maps},
                      {"tma4", static_cast<CUfunction>(e.tma4), {e.args_tma4.data()}, {{0, 0}, {1, 0}, {2, 0}, {3, 0}}},
                      {"struct_3maps", static_cast<CUfunction>(e.structs), {e.args_struct.data()},
-                      {{0, 128}, {0, 384}, {0, 896}}},
+                      {{0, 128}, {0, 384}, {0, 896}}, false, sizeof e.params_struct},
                      {"fa4_8layers", static_cast<CUfunction>(e.fa4), {std::begin(layer_args), std::end(layer_args)},
                       fa4_maps},
                      {"fa4_6maps_written", static_cast<CUfunction>(e.fa4), {e.args_fa4.data()}, fa4_maps, true},

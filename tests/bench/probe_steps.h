@@ -42,15 +42,19 @@ struct Case {
   std::vector<std::pair<int, std::size_t>> maps;  // (parameter, offset) of each map
   bool written = false;  // the caller writes the maps (the same bytes) just before each launch, as CuTe DSL's host
                          // code and Triton's launcher do: then they are in the caller's cache, not cold
+  std::size_t struct_bytes = 0;  // the maps sit in parameter 0, a structure of this many bytes (0: whole parameters)
 };
 
 // touch_maps: read the launch's map bytes (what any check must read); copy_lines_only: read a copy of them alone;
 // compare_128: the bytes against a 128-byte-per-map copy of the same bytes; compare_80: the first 80 bytes against an
 // 80-byte-per-map copy, the other 48 against 0; hash: the launch key of the bytes (content_hash per map, folded)
-// against the key of the same bytes; hash_8keys: the key against 8 stored keys (one kernel launched per layer).
-enum Step { kDirect, kVia, kTouch, kCopyOnly, kCmp128, kCmp80, kHash, kHashSet, kSteps };
+// against the key of the same bytes; hash_8keys: the key against 8 stored keys (one kernel launched per layer);
+// touch_struct: touch_maps, and word 13 of every other 64-byte place of the structure the maps sit in (what a guard
+// reads to see a map appear where there was none; the same as touch_maps for maps in whole parameters).
+enum Step { kDirect, kVia, kTouch, kCopyOnly, kCmp128, kCmp80, kHash, kHashSet, kTouchStruct, kSteps };
 inline const char* const kStepNames[kSteps] = {"direct",      "via_tmaguard", "touch_maps", "copy_lines_only",
-                                               "compare_128", "compare_80",   "hash",       "hash_8keys"};
+                                               "compare_128", "compare_80",   "hash",       "hash_8keys",
+                                               "touch_struct"};
 
 constexpr int kMaxLayers = 16, kMaxMaps = 9;
 struct Copies {
@@ -59,6 +63,7 @@ struct Copies {
   uint64_t keys[kMaxLayers];
 };
 inline Copies g_copies;
+inline uint64_t g_struct_places;  // touch_struct: the case's 64-byte places of its structure that hold no map
 inline volatile uint64_t g_sink;
 
 inline const uint8_t* map_at(void** args, const std::pair<int, std::size_t>& m) {
@@ -119,6 +124,18 @@ __attribute__((noinline)) inline bool step(Step s, const Case& c, void** a, int 
       for (int i = 0; i < 8; ++i) found |= g_copies.keys[i] == k;
       return found;
     }
+    case kTouchStruct: {
+      uint64_t x = 0;
+      for (const auto& m : c.maps) x ^= xor_words(map_at(a, m), 128);
+      const auto* s = static_cast<const uint8_t*>(a[0]);
+      for (uint64_t m = g_struct_places; m; m &= m - 1) {
+        uint32_t w13;
+        std::memcpy(&w13, s + 64 * static_cast<std::size_t>(__builtin_ctzll(m)) + tmaguard::kWord13Offset, 4);
+        x ^= w13;
+      }
+      g_sink = x;
+      return true;
+    }
     default: return true;
   }
 }
@@ -157,6 +174,10 @@ inline int run(const std::vector<Case>& cases, int batches, const LaunchFn& dire
       }
       g_copies.keys[l] = key_of(c, c.args[l]);
     }
+    g_struct_places = 0;
+    for (std::size_t off = 0; off < c.struct_bytes && off < 64 * 64; off += 64)
+      if (std::none_of(c.maps.begin(), c.maps.end(), [&](const auto& m) { return off - m.second < 128; }))
+        g_struct_places |= uint64_t{1} << (off / 64);
     const auto t0 = clk::now();
     const uint64_t c0 = __rdtsc();
     // per row and round: the batch's wall time, the in-process time of step + launch, the step's alone (ticks)

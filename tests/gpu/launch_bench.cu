@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
                                {"large_param", large, {a_large}, {}},
                                {"fa4_6maps", fa4, {a_fa4}, fa4_maps},
                                {"tma4", tma4, {a_tma4}, {{0, 0}, {1, 0}, {2, 0}, {3, 0}}},
-                               {"struct_3maps", struct3, {a_struct3}, {{0, 128}, {0, 384}, {0, 1152}}},
+                               {"struct_3maps", struct3, {a_struct3}, {{0, 128}, {0, 384}, {0, 1152}}, false, sizeof s3},
                                {"fa4_8layers", fa4, {std::begin(layer_args), std::end(layer_args)}, fa4_maps},
                                {"fa4_6maps_written", fa4, {a_fa4}, fa4_maps, true},
                                {"fa4_8layers_written", fa4, {std::begin(layer_args), std::end(layer_args)}, fa4_maps,
