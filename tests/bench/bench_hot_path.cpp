@@ -341,6 +341,8 @@ int run_probe(std::size_t kib, int batches, const std::vector<const char*>& buil
                      {"fa4_8layers", static_cast<CUfunction>(e.fa4), {std::begin(layer_args), std::end(layer_args)},
                       fa4_maps},
                      {"fa4_6maps_written", static_cast<CUfunction>(e.fa4), {e.args_fa4.data()}, fa4_maps, true},
+                     {"struct_3maps_written", static_cast<CUfunction>(e.structs), {e.args_struct.data()},
+                      {{0, 128}, {0, 384}, {0, 896}}, true, sizeof e.params_struct},
                      {"fa4_8layers_written", static_cast<CUfunction>(e.fa4),
                       {std::begin(layer_args), std::end(layer_args)}, fa4_maps, true}},
                     batches, with(e.direct), vias, dirty, [] {});

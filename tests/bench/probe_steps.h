@@ -41,7 +41,8 @@ struct Case {
   std::vector<void**> args;                       // launch j of a batch uses args[j % size] (one per layer)
   std::vector<std::pair<int, std::size_t>> maps;  // (parameter, offset) of each map
   bool written = false;  // the caller writes the maps (the same bytes) just before each launch, as CuTe DSL's host
-                         // code and Triton's launcher do: then they are in the caller's cache, not cold
+                         // code and Triton's launcher do: then they are in the caller's cache, not cold (with
+                         // struct_bytes: the whole structure, as a CUTLASS host fills its Params on every call)
   std::size_t struct_bytes = 0;  // the maps sit in parameter 0, a structure of this many bytes (0: whole parameters)
 };
 
@@ -64,6 +65,7 @@ struct Copies {
 };
 inline Copies g_copies;
 inline uint64_t g_struct_places;  // touch_struct: the case's 64-byte places of its structure that hold no map
+inline std::vector<uint8_t> g_struct_copy;  // a written structure case: the bytes written before each launch
 inline volatile uint64_t g_sink;
 
 inline const uint8_t* map_at(void** args, const std::pair<int, std::size_t>& m) {
@@ -174,6 +176,10 @@ inline int run(const std::vector<Case>& cases, int batches, const LaunchFn& dire
       }
       g_copies.keys[l] = key_of(c, c.args[l]);
     }
+    if (c.struct_bytes) {
+      const auto* s = static_cast<const uint8_t*>(c.args[0][0]);
+      g_struct_copy.assign(s, s + c.struct_bytes);
+    }
     g_struct_places = 0;
     for (std::size_t off = 0; off < c.struct_bytes && off < 64 * 64; off += 64)
       if (std::none_of(c.maps.begin(), c.maps.end(), [&](const auto& m) { return off - m.second < 128; }))
@@ -192,7 +198,9 @@ inline int run(const std::vector<Case>& cases, int batches, const LaunchFn& dire
         for (int j = 0; j < kBatch; ++j) {
           void** a = c.args[static_cast<std::size_t>(j % layers)];
           between();
-          if (c.written)  // not timed: the caller's own work
+          if (c.written && c.struct_bytes)  // not timed: the caller's own work
+            std::memcpy(a[0], g_struct_copy.data(), c.struct_bytes);
+          else if (c.written)
             for (std::size_t i = 0; i < c.maps.size(); ++i)
               std::memcpy(const_cast<uint8_t*>(map_at(a, c.maps[i])), g_copies.full[j % layers] + 128 * i, 128);
           const uint64_t s0 = __rdtsc();

@@ -161,6 +161,8 @@ int main(int argc, char** argv) {
                                {"struct_3maps", struct3, {a_struct3}, {{0, 128}, {0, 384}, {0, 1152}}, false, sizeof s3},
                                {"fa4_8layers", fa4, {std::begin(layer_args), std::end(layer_args)}, fa4_maps},
                                {"fa4_6maps_written", fa4, {a_fa4}, fa4_maps, true},
+                               {"struct_3maps_written", struct3, {a_struct3}, {{0, 128}, {0, 384}, {0, 1152}}, true,
+                                sizeof s3},
                                {"fa4_8layers_written", fa4, {std::begin(layer_args), std::end(layer_args)}, fa4_maps,
                                 true}},
                               argc > 2 ? std::atoi(argv[2]) : 400, with(launch_direct), vias, [] {},
