@@ -727,9 +727,15 @@ def launch_probe():
             v = got[(c, r)]
             parts.append(f"{r} {statistics.median(x[0] for x in v):+.1f} (batch {statistics.median(x[1] for x in v):+.1f})")
         driver = statistics.median(x[3] for x in got[(case, "direct")])
+        # what the wrapper adds beyond the reads any guard must make (the maps, and a structure's other places),
+        # per process, then the median
+        over = ""
+        if (case, "touch_struct") in got and (case, "via_tmaguard") in got:
+            d = [v[0] - t[0] for v, t in zip(got[(case, "via_tmaguard")], got[(case, "touch_struct")])]
+            over = f"; via_tmaguard over touch_struct {statistics.median(d):+.1f}"
         record("launch probe (informational)", case, True,
                f"added ns per launch, median of {ARGS.repeats} processes: " + "; ".join(parts) +
-               f"; driver launch {driver:.0f} ns")
+               f"; driver launch {driver:.0f} ns" + over)
 
 
 def ranks():
