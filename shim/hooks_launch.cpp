@@ -26,22 +26,22 @@ __attribute__((always_inline)) inline bool caches_usable() {
          t_hot.kernel_epoch == g_hot.kernel_epoch.load(std::memory_order_relaxed);
 }
 
-// A clean launch of the entry's kernel seen again by its key (the maps' bytes differ from the entry's copy): a key
-// that repeats the entry's last clean key (the kernel settled on these tensors) renews the copy, so that the
-// launches after it take the compare; another key only becomes the last one. Copying each layer's maps in turn,
-// when one kernel is launched once per layer on its own tensors, would cost more than the compare saves; but a
-// copy left at another layer's bytes would send every later repeat to the hash (on the H200, +197 ns against +83).
+// A clean launch of the entry's kernel seen again by its key (the maps' bytes differ from the entry's copy, or were
+// not compared): a key that repeats the entry's last clean key (the kernel settled on these tensors), or an entry
+// without a copy, takes a copy, so that the launches after it take the compare; another key only becomes the last
+// one. Copying each layer's maps in turn, when one kernel is launched once per layer on its own tensors, would cost
+// more than the compare saves; but a copy left at another layer's bytes would send every later repeat to the hash
+// (on the H200, +197 ns against +83).
 template <typename Slot>
 __attribute__((noinline, cold)) void renew_copy(FrontEntry& e, uint64_t key, const Slot& slot) {
   remember_clean(e, key, slot);
 }
 template <typename Slot>
 __attribute__((always_inline)) inline void known_again(FrontEntry& e, uint64_t key, std::size_t n, const Slot& slot) {
-  if (e.clean_key == key) {
-    if (n <= kCleanCopyMaps) renew_copy(e, key, slot);
-  } else if (e.clean_key) {
-    e.clean_key = key;  // nonzero: the copy stays valid (any clean bytes of the kernel serve for the compare)
-  }
+  if (e.clean_key && key != e.clean_key)
+    e.clean_key = key;  // the copy stays valid: any clean bytes of the kernel serve for the compare
+  else if (key != e.clean_key || n <= kCleanCopyMaps)  // no copy yet, or one a repeat of this key can renew
+    renew_copy(e, key, slot);
 }
 
 // The maps' key (`slot(i)`: map i's 128 bytes, nullptr: not available) against the entry's last clean key and the
@@ -54,8 +54,7 @@ __attribute__((noinline, cold)) bool key_clean(FrontEntry& e, std::size_t n, con
   if (!launch_key(kernel_identity(e.info), n, slot, &key)) return false;
   if (key != e.clean_key && !clean_cache_contains(key)) return false;
   if (CleanBlock* b = clean_block_of(e, false)) add_clean_key(*b, key);
-  if (e.clean_key && key != e.clean_key) e.clean_key = key;
-  else remember_clean(e, key, slot);
+  known_again(e, key, n, slot);
   bump(t_hot.launches_seen);
   bump(t_hot.launches_checked);
   return true;
