@@ -166,7 +166,7 @@ uint64_t layout_key(std::string_view kernel, const std::vector<TensorMapParam>& 
 inline uint64_t launch_key_fold(uint64_t key, uint64_t map_hash) {
   return key ^ (map_hash + 0x9e3779b97f4a7c15ULL + (key << 6) + (key >> 2));
 }
-//! The key of a launch: the kernel's identity folded with the content hash of each map, in place order.
+//! The key of a launch: the kernel's identity folded with the content hash of each map, in place order (never 0).
 //! `bytes_of(i)` returns map i's bytes (nullptr: not available, and then there is no key). `hash_out`, when
 //! given, receives each map's hash for reuse (provenance lookups).
 template <typename BytesOf>
@@ -180,7 +180,7 @@ inline bool launch_key(uint64_t kernel_identity, std::size_t n, BytesOf&& bytes_
     if (hash_out) hash_out[i] = h;
     k = launch_key_fold(k, h);
   }
-  *key = k;
+  *key = k | (k == 0);  // never 0: every cache of keys reads 0 as "no key"
   return true;
 }
 
