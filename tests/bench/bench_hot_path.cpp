@@ -301,9 +301,6 @@ BENCHMARK(core_fa4_rule);
 int run_probe(std::size_t kib, int batches, const std::vector<const char*>& builds) {
   Env& e = env();
   static std::vector<uint64_t> dirt(kib * 128 + 1);
-  auto with = [](PFN_cuLaunchKernel_v4000 fn) {
-    return [fn](CUfunction f, void** a) { return fn(f, 1, 1, 1, 32, 1, 1, 0, nullptr, a, nullptr); };
-  };
   auto dirty = [] {  // one write per line
     for (std::size_t i = 0; i + 8 <= dirt.size(); i += 8) dirt[i] += i;
     benchmark::ClobberMemory();
@@ -326,12 +323,8 @@ int run_probe(std::size_t kib, int batches, const std::vector<const char*>& buil
   }
   const std::vector<std::pair<int, std::size_t>> fa4_maps = {{1, 0}, {2, 0}, {3, 0}, {5, 0}, {6, 0}, {7, 0}};
   std::printf("PROBE_INFO stand-in driver, %zu KiB written before each launch\n", kib);
-  std::vector<probe::NamedLaunch> vias = {{"via_tmaguard", with(e.wrapped)}};
-  for (const char* b : builds) {
-    auto fn = probe::load_build(b);
-    if (!fn) return 2;
-    vias.push_back({std::string("build:") + b, with(fn)});
-  }
+  const std::vector<probe::NamedLaunch> vias = probe::launches_to_measure(e.wrapped, builds);
+  if (vias.empty()) return 2;
   return probe::run({{"unmatched", static_cast<CUfunction>(e.plain), {e.args_plain.data()}, {}},
                      {"large_param", static_cast<CUfunction>(e.large), {e.args_large.data()}, {}},
                      {"fa4_6maps", static_cast<CUfunction>(e.fa4), {e.args_fa4.data()}, fa4_maps},
@@ -345,7 +338,7 @@ int run_probe(std::size_t kib, int batches, const std::vector<const char*>& buil
                       {{0, 128}, {0, 384}, {0, 896}}, true, sizeof e.params_struct},
                      {"fa4_8layers_written", static_cast<CUfunction>(e.fa4),
                       {std::begin(layer_args), std::end(layer_args)}, fa4_maps, true}},
-                    batches, with(e.direct), vias, dirty, [] {});
+                    batches, probe::launch_with(e.direct), vias, dirty, [] {});
 }
 
 }  // namespace

@@ -251,4 +251,22 @@ inline PFN_cuLaunchKernel_v4000 load_build(const char* path) {
   return reinterpret_cast<PFN_cuLaunchKernel_v4000>(dlsym(h, "cuLaunchKernel"));
 }
 
+//! One block of 32 threads launched through `fn`.
+inline LaunchFn launch_with(PFN_cuLaunchKernel_v4000 fn) {
+  return [fn](CUfunction f, void** a) { return fn(f, 1, 1, 1, 32, 1, 1, 0, nullptr, a, nullptr); };
+}
+
+//! The launches to measure: `via` (the function dlsym hands out, "via_tmaguard"), then each of `builds` loaded beside
+//! it ("build:PATH"). Empty when a build cannot be loaded (load_build says why).
+inline std::vector<NamedLaunch> launches_to_measure(PFN_cuLaunchKernel_v4000 via,
+                                                    const std::vector<const char*>& builds) {
+  std::vector<NamedLaunch> out = {{"via_tmaguard", launch_with(via)}};
+  for (const char* b : builds) {
+    auto fn = load_build(b);
+    if (!fn) return {};
+    out.push_back({std::string("build:") + b, launch_with(fn)});
+  }
+  return out;
+}
+
 }  // namespace probe

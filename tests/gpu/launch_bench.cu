@@ -145,15 +145,10 @@ int main(int argc, char** argv) {
   std::printf("BENCH_INFO via_dlsym_is=%s\n", info.dli_fname ? info.dli_fname : "?");
   if (probing) {
     const std::vector<std::pair<int, std::size_t>> fa4_maps = {{1, 0}, {2, 0}, {3, 0}, {5, 0}, {6, 0}, {7, 0}};
-    auto with = [](PFN_cuLaunchKernel_v4000 fn) {
-      return [fn](CUfunction f, void** a) { return fn(f, 1, 1, 1, 32, 1, 1, 0, nullptr, a, nullptr); };
-    };
-    std::vector<probe::NamedLaunch> vias = {{"via_tmaguard", with(launch_via)}};
-    for (int i = 3; i < argc; ++i) {  // other builds of tmaguard, measured beside the preloaded one
-      auto fn = probe::load_build(argv[i]);
-      if (!fn) return 2;
-      vias.push_back({std::string("build:") + argv[i], with(fn)});
-    }
+    // other builds of tmaguard, measured beside the preloaded one
+    const std::vector<probe::NamedLaunch> vias =
+        probe::launches_to_measure(launch_via, std::vector<const char*>(argv + std::min(argc, 3), argv + argc));
+    if (vias.empty()) return 2;
     const int rc = probe::run({{"unmatched", plain, {a_plain}, {}},
                                {"large_param", large, {a_large}, {}},
                                {"fa4_6maps", fa4, {a_fa4}, fa4_maps},
@@ -165,7 +160,7 @@ int main(int argc, char** argv) {
                                 sizeof s3},
                                {"fa4_8layers_written", fa4, {std::begin(layer_args), std::end(layer_args)}, fa4_maps,
                                 true}},
-                              argc > 2 ? std::atoi(argv[2]) : 400, with(launch_direct), vias, [] {},
+                              argc > 2 ? std::atoi(argv[2]) : 400, probe::launch_with(launch_direct), vias, [] {},
                               [] { cuCtxSynchronize(); });
     if (rc) std::fprintf(stderr, "probe failed: %d\n", rc);
     return rc;
