@@ -99,4 +99,19 @@ for tree in "$work/moved-prefix" "$work/deb/usr"; do
     fail "the report does not say which tmaguard wrote the log: $(head -2 "$work/report.out")"
   ok
 done
+# a library ld.so cannot preload here (damaged; built for a newer glibc than this node's): the job must not start
+# (ld.so itself would run it unguarded, or fail it with its own message)
+cp -r "$work/moved-prefix" "$work/broken"
+for damage in short glibc; do
+  if [ "$damage" = short ]; then echo "not a library" >"$work/broken/lib/libtmaguard.so"
+  else LC_ALL=C sed 's/GLIBC_2\.3\([0-9]\)/GLIBC_2.9\1/g' "$work/moved-prefix/lib/libtmaguard.so" >"$work/broken/lib/libtmaguard.so"; fi
+  set +e
+  "$work/broken/bin/tmaguard" -- sh -c 'echo the-job-ran' >"$work/broken.out" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" = 2 ] && ! grep -q the-job-ran "$work/broken.out" && grep -q "so the job was not started" "$work/broken.out" ||
+    fail "a library that cannot be preloaded ($damage): rc=$rc $(cat "$work/broken.out")"
+  [ "$damage" = short ] || grep -q "needs a newer glibc" "$work/broken.out" || fail "no glibc hint: $(cat "$work/broken.out")"
+  ok
+done
 echo "test-install: $passed checks passed (install target moved to another prefix, .deb unpacked; source and build trees renamed away)"
