@@ -113,7 +113,9 @@ __attribute__((always_inline)) inline bool watched_clean(const FrontEntry& e, vo
 // keys (the kernel on another layer's tensors: a hash and one line). One piece of straight-line code, so that a
 // repeat with maps touches no code line besides the wrapper's own (the stand-in behind 1 MiB of cache traffic per
 // launch, builds side by side in one process, `bench_hot_path --probe`: FA4 about -15 ns, FA4 over 8 layers about
-// -30 ns against the compare in the out-of-line rest and the key in the shared cache). False sends the launch to
+// -30 ns against the compare in the out-of-line rest and the key in the shared cache). Prefetching every line it
+// reads (watched places, maps, copy) before reading any made it slower in every case on the H200 (FA4 +97 against
+// +66 ns, the struct +71 against +37: docs/gpu-runs/nvidia-h200-run23a-prefetch.txt). False sends the launch to
 // the rest.
 __attribute__((always_inline)) inline bool fast_pass(CUfunction f, void** params) {
   if (__builtin_expect(!caches_usable(), 0)) return false;

@@ -51,11 +51,28 @@ struct Case {
 // 80-byte-per-map copy, the other 48 against 0; hash: the launch key of the bytes (content_hash per map, folded)
 // against the key of the same bytes; hash_8keys: the key against 8 stored keys (one kernel launched per layer);
 // touch_struct: touch_maps, and word 13 of every other 64-byte place of the structure the maps sit in (what a guard
-// reads to see a map appear where there was none; the same as touch_maps for maps in whole parameters).
-enum Step { kDirect, kVia, kTouch, kCopyOnly, kCmp128, kCmp80, kHash, kHashSet, kTouchStruct, kSteps };
-inline const char* const kStepNames[kSteps] = {"direct",      "via_tmaguard", "touch_maps", "copy_lines_only",
-                                               "compare_128", "compare_80",   "hash",       "hash_8keys",
-                                               "touch_struct"};
+// reads to see a map appear where there was none; the same as touch_maps for maps in whole parameters);
+// touch_line0: the first 64 bytes of each map alone (whether a read costs per line or per map); prefetch_compare:
+// a prefetch of every line compare_128 reads (maps and copy), then compare_128; prefetch_struct: a prefetch of every
+// line touch_struct reads, then touch_struct (whether issuing every miss first, before any load waits, is cheaper).
+enum Step {
+  kDirect,
+  kVia,
+  kTouch,
+  kCopyOnly,
+  kCmp128,
+  kCmp80,
+  kHash,
+  kHashSet,
+  kTouchStruct,
+  kTouchLine0,
+  kPrefetchCmp,
+  kPrefetchStruct,
+  kSteps
+};
+inline const char* const kStepNames[kSteps] = {"direct",      "via_tmaguard", "touch_maps",   "copy_lines_only",
+                                               "compare_128", "compare_80",   "hash",         "hash_8keys",
+                                               "touch_struct", "touch_line0", "prefetch_compare", "prefetch_struct"};
 
 constexpr int kMaxLayers = 16, kMaxMaps = 9;
 struct Copies {
@@ -126,7 +143,34 @@ __attribute__((noinline)) inline bool step(Step s, const Case& c, void** a, int 
       for (int i = 0; i < 8; ++i) found |= g_copies.keys[i] == k;
       return found;
     }
+    case kTouchLine0: {
+      uint64_t x = 0;
+      for (const auto& m : c.maps) x ^= xor_words(map_at(a, m), 64);
+      g_sink = x;
+      return true;
+    }
+    case kPrefetchCmp:
+      for (std::size_t i = 0; i < n; ++i) {
+        const uint8_t* p = map_at(a, c.maps[i]);
+        _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(p + 64), _MM_HINT_T0);
+      }
+      for (std::size_t l = 0; l < 2 * n; ++l)
+        _mm_prefetch(reinterpret_cast<const char*>(g_copies.full[layer] + 64 * l), _MM_HINT_T0);
+      for (std::size_t i = 0; same && i < n; ++i)
+        same = same_bytes(map_at(a, c.maps[i]), g_copies.full[layer] + 128 * i, 128);
+      return same;
+    case kPrefetchStruct:
     case kTouchStruct: {
+      if (s == kPrefetchStruct) {
+        for (const auto& m : c.maps) {
+          _mm_prefetch(reinterpret_cast<const char*>(map_at(a, m)), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(map_at(a, m) + 64), _MM_HINT_T0);
+        }
+        const auto* s0 = static_cast<const char*>(a[0]);
+        for (uint64_t m = g_struct_places; m; m &= m - 1)
+          _mm_prefetch(s0 + 64 * static_cast<std::size_t>(__builtin_ctzll(m)), _MM_HINT_T0);
+      }
       uint64_t x = 0;
       for (const auto& m : c.maps) x ^= xor_words(map_at(a, m), 128);
       const auto* s = static_cast<const uint8_t*>(a[0]);
