@@ -10,9 +10,17 @@ The command is the same as the installed tree's (`tmaguard -- CMD`, `inspect`, `
 """
 import json as _json
 import os
+import subprocess
 import sys
 
-__all__ = ["install_dir", "library_path", "command", "environment", "read_log"]
+__all__ = ["install_dir", "library_path", "command", "environment", "preload_problem", "PreloadError", "read_log"]
+
+MODES = ("abort", "reject", "log", "inspect", "off")
+
+
+class PreloadError(RuntimeError):
+    """ld.so cannot preload the library on this node (missing, damaged, or built for a newer glibc): a child started
+    with it would run unguarded (ld.so only warns) or fail with ld.so's own message."""
 
 
 def install_dir():
@@ -30,16 +38,53 @@ def command():
     return ["/bin/bash", os.path.join(install_dir(), "bin", "tmaguard")]
 
 
+_checked = {}  # (path, size, mtime) -> preload_problem's answer, so that a launcher may call environment() per rank
+
+
+def preload_problem(lib=None):
+    """None when ld.so can preload `lib` (default: library_path()) on this node, else why not, in one line. It
+    preloads the library into `env true`, as the `tmaguard` command does before it starts a job (the library does
+    nothing at load time in a process that never touches CUDA)."""
+    lib = library_path() if lib is None else lib
+    try:
+        st = os.stat(lib)
+    except OSError as e:
+        return f"{lib}: {e.strerror}"
+    key = (lib, st.st_size, st.st_mtime_ns)
+    if key not in _checked:
+        try:
+            p = subprocess.run(["env", "true"], env=dict(os.environ, LD_PRELOAD=lib), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+            err = p.stderr.decode("utf-8", "replace").strip()
+            if p.returncode == 0 and "cannot be preloaded" not in err:
+                problem = None
+            else:
+                problem = err.splitlines()[0] if err else f"env true exited with {p.returncode}"
+                if "GLIBC_" in problem:
+                    problem += (" (this build needs a newer glibc; the .deb, the wheel and build-release/stage load"
+                                " on glibc 2.30 and newer)")
+        except (OSError, subprocess.SubprocessError) as e:
+            problem = f"cannot run env true to try it: {e}"
+        _checked[key] = problem
+    return _checked[key]
+
+
 def environment(mode=None, log=None, json=False, rules=None, base=None):
     """A copy of `base` (default: os.environ) that preloads tmaguard into a child process.
 
     mode: abort, reject, log, inspect or off; log: a path (%p becomes the pid); json: JSON-lines records;
-    rules: a rule file or a list of them. An install path with a space or a colon cannot be preloaded (LD_PRELOAD
-    splits on them): ValueError.
+    rules: a rule file or a list of them. Another mode, or an install path with a space or a colon (LD_PRELOAD
+    splits on them): ValueError. A library ld.so cannot preload on this node (preload_problem): PreloadError, so
+    that no child is started unguarded.
     """
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"tmaguard mode {mode!r} is not one of {', '.join(MODES)}")
     lib = library_path()
     if " " in lib or ":" in lib:
         raise ValueError(f"tmaguard is installed under {lib!r}, a path LD_PRELOAD cannot carry (space or colon)")
+    problem = preload_problem(lib)
+    if problem:
+        raise PreloadError(f"cannot preload {lib} on this node: {problem}")
     env = dict(os.environ if base is None else base)
     env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     if mode is not None:
