@@ -84,6 +84,15 @@ class Environment(unittest.TestCase):
         self.assertIn("GLIBC_2.9", text)
         self.assertIn("needs a newer glibc", text)
 
+    def test_without_env_this_python_is_the_process_tried(self):
+        lib = os.path.join(self.tmp, "libtmaguard.so")
+        with open(lib, "w") as f:
+            f.write("not a library\n")
+        with mock.patch.object(tmaguard.shutil, "which", lambda name: None):
+            self.assertIn("cannot be preloaded", tmaguard.preload_problem(lib))
+            shutil.copy(BUILT, lib)  # another size: tried again
+            self.assertIsNone(tmaguard.preload_problem(lib))
+
     def test_a_library_that_loads_is_tried_once(self):
         calls = []
         real_run = tmaguard.subprocess.run
