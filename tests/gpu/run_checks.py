@@ -417,7 +417,8 @@ def installed():
     """What scripts/package.sh ships, installed as users install it and nothing else of the build used: the Debian
     package (--package, unpacked with dpkg-deb -x) and the wheel (--wheel, pip-installed with --no-index into a fresh
     venv that sees the system's PyTorch). Each one's tmaguard guards real GPU jobs (a bad dK stopped; a PyTorch
-    training step, Triton, torch._grouped_mm and the CUTLASS-style kernel clean) and every log names its version.
+    training step, Triton, torch._grouped_mm and the CUTLASS-style kernel clean) and every log names its version;
+    with the wheel, a Python launcher that starts its job through tmaguard.environment() does the same.
     Not part of the default run (needs --package and/or --wheel)."""
     import shutil
     import tempfile
@@ -481,6 +482,37 @@ def installed():
                    f"warnings={[r.get('rule') or r.get('message', '')[:60] for r in warn]} summary_version={ver} "
                    f"rev={s[0].get('tmaguard_revision') if s else None} "
                    f"maps_decoded={s[0].get('tensor_maps_decoded') if s else None}"
+                   + ("" if ok else f" stderr={p.stderr[-500:]!r}"))
+    # A launcher written in Python: the wheel's tmaguard.environment() for the child (which tries the preload here
+    # first), then subprocess; the child's bad dK is stopped, a clean PyTorch step is not.
+    if ARGS.wheel and any(label.startswith("wheel") for label, _ in commands):
+        launcher = ("import subprocess, sys, tmaguard\n"
+                    "env = tmaguard.environment(mode='abort', log=sys.argv[1], json=True, rules=[sys.argv[2]])\n"
+                    "print('CHILD_RC', subprocess.run(sys.argv[3:], env=env).returncode)\n")
+        for name, argv, want_abort in (
+                ("FA4-shaped kernel, bad dK", [fa4, "chevron", "encode", "dk_bad"], True),
+                ("PyTorch bf16 training step, clean", [sys.executable, os.path.join(gpu, "torch_step.py"), "10"],
+                 False)):
+            logdir = os.path.join(root, "logs")
+            os.makedirs(logdir, exist_ok=True)
+            env = dict(os.environ)
+            env.pop("LD_PRELOAD", None)
+            p = subprocess.run([os.path.join(venv, "bin", "python"), "-c", launcher,
+                                os.path.join(logdir, "log.%p.jsonl"), os.path.join(gpu, "gemm_rules.toml")] + argv,
+                               capture_output=True, text=True, env=env, timeout=300)
+            recs = []
+            for f in os.listdir(logdir):
+                with open(os.path.join(logdir, f)) as fh:
+                    recs += [json.loads(x) for x in fh if x.strip()]
+                os.remove(os.path.join(logdir, f))
+            m = re.search(r"CHILD_RC (-?\d+)", p.stdout)
+            rc = int(m.group(1)) if m else None
+            s = events(recs, "summary")
+            viol = events(recs, "violation")
+            ok = p.returncode == 0 and s and s[0].get("tmaguard_version") is not None and (
+                rc == -signal.SIGABRT and len(viol) == 1 if want_abort else rc == 0 and not viol)
+            record("installed wheel, tmaguard.environment()", name, bool(ok),
+                   f"child rc={rc} violations={[r.get('rule') for r in viol]} summaries={len(s)}"
                    + ("" if ok else f" stderr={p.stderr[-500:]!r}"))
     shutil.rmtree(root, ignore_errors=True)
 
