@@ -112,6 +112,14 @@ for damage in short glibc; do
   [ "$rc" = 2 ] && ! grep -q the-job-ran "$work/broken.out" && grep -q "so the job was not started" "$work/broken.out" ||
     fail "a library that cannot be preloaded ($damage): rc=$rc $(cat "$work/broken.out")"
   [ "$damage" = short ] || grep -q "needs a newer glibc" "$work/broken.out" || fail "no glibc hint: $(cat "$work/broken.out")"
+  set +e
+  "$work/broken/bin/tmaguard" check-preload >"$work/check.out" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" = 2 ] && grep -q "^tmaguard: cannot preload $work/broken/lib/libtmaguard.so on this node: " "$work/check.out" ||
+    fail "check-preload with a library that cannot be preloaded ($damage): rc=$rc $(cat "$work/check.out")"
   ok
 done
+"$work/moved-prefix/bin/tmaguard" check-preload || fail "check-preload refused a library that loads"
+ok
 echo "test-install: $passed checks passed (install target moved to another prefix, .deb unpacked; source and build trees renamed away)"

@@ -10,7 +10,6 @@ The command is the same as the installed tree's (`tmaguard -- CMD`, `inspect`, `
 """
 import json as _json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -43,9 +42,9 @@ _checked = {}  # (path, size, mtime) -> preload_problem's answer, so that a laun
 
 
 def preload_problem(lib=None):
-    """None when ld.so can preload `lib` (default: library_path()) on this node, else why not, in one line. It
-    preloads the library into `env true` (this Python where there is no `env`), as the `tmaguard` command does
-    before it starts a job (the library does nothing at load time in a process that never touches CUDA)."""
+    """None when ld.so can preload `lib` (default: library_path()) on this node, else why not, in one line: the
+    answer of `tmaguard check-preload`, the check the command makes before it starts a job (it preloads the library
+    into `env true`; the library does nothing at load time in a process that never touches CUDA)."""
     lib = library_path() if lib is None else lib
     try:
         st = os.stat(lib)
@@ -54,21 +53,14 @@ def preload_problem(lib=None):
     key = (lib, st.st_size, st.st_mtime_ns)
     if key not in _checked:
         try:
-            env_cmd = shutil.which("env")  # else this Python itself serves as the process to preload into
-            probe = [env_cmd, "true"] if env_cmd else [sys.executable, "-c", ""]
-            p = subprocess.run(probe, env=dict(os.environ, LD_PRELOAD=lib), stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+            p = subprocess.run(command() + ["check-preload"], env=dict(os.environ, TMAGUARD_LIB=lib),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
             err = p.stderr.decode("utf-8", "replace").strip()
-            if p.returncode == 0 and "cannot be preloaded" not in err:
-                problem = None
-            else:
-                problem = err.splitlines()[0] if err else f"{' '.join(probe)} exited with {p.returncode}"
-                if "GLIBC_" in problem:
-                    problem += (" (this build needs a newer glibc; the .deb, the wheel and build-release/stage load"
-                                " on glibc 2.30 and newer)")
+            line = err.splitlines()[-1] if err else f"tmaguard check-preload exited with {p.returncode}"
+            said = f"tmaguard: cannot preload {lib} on this node: "
+            _checked[key] = None if p.returncode == 0 else line[len(said):] if line.startswith(said) else line
         except (OSError, subprocess.SubprocessError) as e:
-            problem = f"cannot start a process to try it in: {e}"
-        _checked[key] = problem
+            _checked[key] = f"cannot run tmaguard check-preload: {e}"
     return _checked[key]
 
 
