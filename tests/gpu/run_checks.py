@@ -413,6 +413,16 @@ b = "A"
                f"forms={sorted({(m.get('tensor_map') or {}).get('encoder') for m in dev})} audit={audit(recs)}")
 
 
+def take_logs(logdir):
+    """Every JSON record of the logs in `logdir`; the logs are removed (the next job there starts with none)."""
+    recs = []
+    for f in os.listdir(logdir):
+        with open(os.path.join(logdir, f)) as fh:
+            recs += [json.loads(x) for x in fh if x.strip()]
+        os.remove(os.path.join(logdir, f))
+    return recs
+
+
 def installed():
     """What scripts/package.sh ships, installed as users install it and nothing else of the build used: the Debian
     package (--package, unpacked with dpkg-deb -x) and the wheel (--wheel, pip-installed with --no-index into a fresh
@@ -464,11 +474,7 @@ def installed():
             env["TMAGUARD_RULES"] = os.path.join(gpu, "gemm_rules.toml")
             p = subprocess.run(tg + ["--json", "--log", log, "--"] + argv, capture_output=True, text=True, env=env,
                                timeout=300)
-            recs = []
-            for f in os.listdir(logdir):
-                with open(os.path.join(logdir, f)) as fh:
-                    recs += [json.loads(x) for x in fh if x.strip()]
-                os.remove(os.path.join(logdir, f))
+            recs = take_logs(logdir)
             s = events(recs, "summary")
             viol = events(recs, "violation")
             warn = events(recs, "warning") + events(recs, "encode-warning")
@@ -500,11 +506,7 @@ def installed():
             p = subprocess.run([os.path.join(venv, "bin", "python"), "-c", launcher,
                                 os.path.join(logdir, "log.%p.jsonl"), os.path.join(gpu, "gemm_rules.toml")] + argv,
                                capture_output=True, text=True, env=env, timeout=300)
-            recs = []
-            for f in os.listdir(logdir):
-                with open(os.path.join(logdir, f)) as fh:
-                    recs += [json.loads(x) for x in fh if x.strip()]
-                os.remove(os.path.join(logdir, f))
+            recs = take_logs(logdir)
             m = re.search(r"CHILD_RC (-?\d+)", p.stdout)
             rc = int(m.group(1)) if m else None
             s = events(recs, "summary")
