@@ -167,16 +167,16 @@ __attribute__((noinline)) inline bool step(Step s, const Case& c, void** a, int 
           _mm_prefetch(reinterpret_cast<const char*>(map_at(a, m)), _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(map_at(a, m) + 64), _MM_HINT_T0);
         }
-        const auto* s0 = static_cast<const char*>(a[0]);
+        const auto* st = static_cast<const char*>(a[0]);
         for (uint64_t m = g_struct_places; m; m &= m - 1)
-          _mm_prefetch(s0 + 64 * static_cast<std::size_t>(__builtin_ctzll(m)), _MM_HINT_T0);
+          _mm_prefetch(st + 64 * static_cast<std::size_t>(__builtin_ctzll(m)), _MM_HINT_T0);
       }
       uint64_t x = 0;
       for (const auto& m : c.maps) x ^= xor_words(map_at(a, m), 128);
-      const auto* s = static_cast<const uint8_t*>(a[0]);
+      const auto* st = static_cast<const uint8_t*>(a[0]);  // the structure
       for (uint64_t m = g_struct_places; m; m &= m - 1) {
         uint32_t w13;
-        std::memcpy(&w13, s + 64 * static_cast<std::size_t>(__builtin_ctzll(m)) + tmaguard::kWord13Offset, 4);
+        std::memcpy(&w13, st + 64 * static_cast<std::size_t>(__builtin_ctzll(m)) + tmaguard::kWord13Offset, 4);
         x ^= w13;
       }
       g_sink = x;
