@@ -15,8 +15,9 @@
 namespace tmaguard {
 namespace {
 
-// The device audit's counts (process-wide atomics; reset in a forked child).
+// The device audit's counts and the launches not checked (process-wide atomics; reset in a forked child).
 std::atomic<uint64_t> g_audit[3];
+std::atomic<uint64_t> g_unchecked[static_cast<int>(Unchecked::kCount)];
 std::atomic<uint64_t> g_audit_skipped[static_cast<int>(AuditSkip::kCount)];
 
 // Every thread that launched, and the totals of those that exited. Guarded by g_mu (held across fork). All of it
@@ -68,6 +69,7 @@ void fork_child() {
   zero(t_hot);
   for (auto& a : g_audit) a.store(0, std::memory_order_relaxed);
   for (auto& a : g_audit_skipped) a.store(0, std::memory_order_relaxed);
+  for (auto& a : g_unchecked) a.store(0, std::memory_order_relaxed);
   if (g_threads) {
     g_threads->clear();
     if (t_hot.registered) g_threads->push_back(&t_hot);
@@ -87,6 +89,17 @@ const char* to_string(AuditSkip s) {
     default: return "?";
   }
 }
+const char* to_string(Unchecked u) {
+  switch (u) {
+    case Unchecked::kNoMemory: return "no memory to check it";
+    case Unchecked::kInternalError: return "internal error while checking it";
+    case Unchecked::kNested: return "made inside another tmaguard call on its thread (a signal handler)";
+    default: return "?";
+  }
+}
+void count_unchecked(Unchecked why) { g_unchecked[static_cast<int>(why)].fetch_add(1, std::memory_order_relaxed); }
+uint64_t unchecked_count(Unchecked why) { return g_unchecked[static_cast<int>(why)].load(std::memory_order_relaxed); }
+
 void audit_count(AuditCount what, uint64_t n) { g_audit[static_cast<int>(what)].fetch_add(n, std::memory_order_relaxed); }
 void audit_skipped(AuditSkip why, uint64_t n) {
   g_audit_skipped[static_cast<int>(why)].fetch_add(n, std::memory_order_relaxed);

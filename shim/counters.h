@@ -18,6 +18,13 @@ void register_thread();
 //! Every thread's counts added up, exited threads included.
 Counts counts_total();
 
+//! Launches that tmaguard did not get to check, by why (the summary's launches_not_checked), process-wide; the child
+//! of a fork starts from zero.
+enum class Unchecked : int { kNoMemory, kInternalError, kNested, kCount };
+const char* to_string(Unchecked u);
+void count_unchecked(Unchecked why);  // async-signal-safe (one atomic add)
+uint64_t unchecked_count(Unchecked why);
+
 //! The device-map audit's counts (device_audit.cpp), process-wide; the child of a fork starts from zero.
 enum class AuditSkip : int { kCapturing, kBusy, kNoPinnedMemory, kCopyRefused, kUnfinishedAtExit, kCount };
 const char* to_string(AuditSkip s);

@@ -53,7 +53,7 @@ void after_encode(const Intercepted& call, EncodeApi api, CUresult rc, const CUt
   try {
     if (rc == CUDA_SUCCESS) {
       if (!map) return;
-      const uint64_t h = content_hash(reinterpret_cast<const uint8_t*>(map));
+      const uint64_t h = provenance_hash(reinterpret_cast<const uint8_t*>(map));
       const Provenance seen = provenance_lookup(h);
       if (seen.api == api && !seen.replaced) return;
       provenance_record(h, {api, false});
@@ -154,11 +154,11 @@ CUresult TG_WRAPPER(cuTensorMapEncodeIm2colWide)(CUtensorMap* map, CUtensorMapDa
 
 CUresult TG_WRAPPER(cuTensorMapReplaceAddress)(CUtensorMap* map, void* addr) {
   TG_ENTER(cuTensorMapReplaceAddress);
-  const uint64_t before = map ? content_hash(reinterpret_cast<const uint8_t*>(map)) : 0;
+  const uint64_t before = map ? provenance_hash(reinterpret_cast<const uint8_t*>(map)) : 0;
   const CUresult rc = real(map, addr);
   if (rc == CUDA_SUCCESS && map && call.active()) {
     const Provenance p = provenance_lookup(before);
-    if (p.api != EncodeApi::kNone) provenance_record(content_hash(reinterpret_cast<const uint8_t*>(map)), {p.api, true});
+    if (p.api != EncodeApi::kNone) provenance_record(provenance_hash(reinterpret_cast<const uint8_t*>(map)), {p.api, true});
   }
   return rc;
 }

@@ -21,12 +21,13 @@ Verdict node_verdict(const Intercepted& call, const P* p) {
 }  // namespace tmaguard
 
 using tmaguard::node_verdict;
+using tmaguard::refused;
 using tmaguard::Verdict;
 
 #define TG_GRAPH_CHECKED(name, verdict, params, ...)                                \
   {                                                                                 \
     TG_ENTER(name);                                                                 \
-    if (verdict(call, params) == Verdict::kReject) return CUDA_ERROR_INVALID_VALUE; \
+    if (const Verdict v = verdict(call, params); v != Verdict::kRun) return refused(v); \
     return real(__VA_ARGS__);                                                       \
   }
 

@@ -178,6 +178,7 @@ __attribute__((always_inline)) inline bool clean_pass(CUfunction f, void** param
 using tmaguard::audit_after_launch;
 using tmaguard::audit_due;
 using tmaguard::check_launch;
+using tmaguard::refused;
 using tmaguard::KernelInfo;
 using tmaguard::clean_pass;
 using tmaguard::fast_pass;
@@ -194,7 +195,7 @@ using tmaguard::Verdict;
     TG_ENTER(name);                                                                                                    \
     const Geometry g{gx, gy, gz, bx, by, bz};                                                                          \
     const KernelInfo* k = nullptr;                                                                                     \
-    if (check_launch(call, f, g, params, extra, &k) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                 \
+    if (const Verdict v = check_launch(call, f, g, params, extra, &k); v != Verdict::kRun) return refused(v);          \
     const CUresult rc = real(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);                                       \
     if (rc == CUDA_SUCCESS && k && audit_due(*k)) audit_after_launch(*k, g, params, extra, s, per_thread);             \
     return rc;                                                                                                         \
@@ -225,7 +226,7 @@ TG_LAUNCH_WRAPPER(cuLaunchKernel_ptsz, true)
                                          config->blockDimX, config->blockDimY, config->blockDimZ}                      \
                               : Geometry{};                                                                            \
     const KernelInfo* k = nullptr;                                                                                     \
-    if (check_launch(call, f, g, params, extra, &k) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;                 \
+    if (const Verdict v = check_launch(call, f, g, params, extra, &k); v != Verdict::kRun) return refused(v);          \
     const CUresult rc = real(config, f, params, extra);                                                                \
     if (rc == CUDA_SUCCESS && k && config && audit_due(*k))                                                            \
       audit_after_launch(*k, g, params, extra, config->hStream, per_thread);                                           \
@@ -252,7 +253,7 @@ TG_LAUNCH_EX_WRAPPER(cuLaunchKernelEx_ptsz, true)
     TG_ENTER(name);                                                                                                    \
     const Geometry g{gx, gy, gz, bx, by, bz};                                                                          \
     const KernelInfo* k = nullptr;                                                                                     \
-    if (check_launch(call, f, g, params, nullptr, &k) != Verdict::kRun) return CUDA_ERROR_INVALID_VALUE;               \
+    if (const Verdict v = check_launch(call, f, g, params, nullptr, &k); v != Verdict::kRun) return refused(v);        \
     const CUresult rc = real(f, gx, gy, gz, bx, by, bz, smem, s, params);                                              \
     if (rc == CUDA_SUCCESS && k && audit_due(*k)) audit_after_launch(*k, g, params, nullptr, s, per_thread);           \
     return rc;                                                                                                         \

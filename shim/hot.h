@@ -83,6 +83,8 @@ struct alignas(64) ThreadHot {
   int hook_depth;
   int registered;         // counted in the summary (registered with the thread registry)
   uint32_t kernel_epoch;  // HotGlobals::kernel_epoch when `front` was last known valid
+  uint32_t nested_unreported;  // launches made inside another tmaguard call of this thread (a signal handler) that
+                               // ran unchecked and were not said yet (said when the outer call ends: runtime.h)
   std::atomic<uint64_t> launches_seen;
   std::atomic<uint64_t> launches_checked;
   std::atomic<uint64_t> maps_decoded;

@@ -301,7 +301,7 @@ bool needs_research(const KernelInfo& k, const LaunchArgs& args) {
     // No longer empty: a map now, or other data (a union's other variant, a list rewritten per launch). Only a map
     // is worth a search; other data leaves the place watched.
     const uint8_t* b = map_bytes(k.layout, w, args);
-    if (watched_place_may_hold_map(b) && (!b || plausible_map(decode(b)))) return true;
+    if (watched_place_may_hold_map(b) && (!b || read_map(b, MapEvidence::kInStruct).ok())) return true;
   }
   return false;
 }

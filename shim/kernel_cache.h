@@ -44,6 +44,11 @@ struct KernelInfo {
   mutable std::atomic<int> maps_in_params{0}, maps_in_structs{0}, template_maps{0};
 
   bool embedded(const MapPlace& s) const { return layout.sizes[s.param] > kTensorMapBytes; }
+  //! How much map slot i's bytes must prove (launch.h): every slot of a kernel a rule names is a known place.
+  MapEvidence evidence(std::size_t i) const {
+    if (!rules.empty()) return MapEvidence::kKnown;
+    return embedded(maps[i]) ? MapEvidence::kInStruct : MapEvidence::kParameter;
+  }
 };
 
 //! Facts for a launch handle (CUfunction, or a CUkernel passed where a CUfunction is expected). Never null.

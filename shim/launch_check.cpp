@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <new>
+#include <string>
 #include <functional>
 #include <mutex>
 #include <cstdlib>
@@ -33,9 +35,13 @@ struct Collected {
   uint64_t key = 0;
 };
 
+// How the provenance table knows these bytes (provenance.h), as a sentence.
+std::string provenance_of(const uint8_t* bytes) { return provenance_for(provenance_hash(bytes)); }
+
 // Inspect mode: one record per (kernel, layout); the layout ignores addresses so re-allocations do not repeat it.
+// `slots`: each map's slot in the kernel's map order (its bytes in `c`).
 void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMapParam>& maps,
-             const std::vector<uint64_t>& hashes) {
+             const std::vector<std::size_t>& slots, const Collected& c) {
   const uint64_t layout = layout_key(k->name, maps);
   InspectRecord r;
   r.kernel = k->name;
@@ -45,7 +51,7 @@ void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMap
     r.params.emplace_back(k->layout.offsets[i], k->layout.sizes[i]);
   for (std::size_t i = 0; i < maps.size(); ++i)
     r.maps.push_back({static_cast<int>(i), maps[i].place, maps[i].embedded, maps[i].decoded,
-                      maps[i].decoded.ok() ? provenance_for(hashes[i]) : std::string()});
+                      maps[i].decoded.ok() ? provenance_of(c.bytes[slots[i]]) : std::string()});
   report_inspect("inspect|" + std::to_string(layout), r);
   // The census at exit: what this kernel's last launch let tmaguard see.
   int whole = 0, inner = 0, templates = 0;
@@ -92,28 +98,35 @@ bool collect(CUfunction f, void** kernel_params, void** extra, Collected& c) {
       kernel_identity(c.kernel), n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
 }
 
-// The maps this launch must judge, decoded. A kernel without rules needs only the maps whose bytes have not passed
-// the generic check before (`hashes_out` keeps each one's hash); with rules (or in inspect mode) every map is
-// decoded and `known_clean` marks the ones the generic check may skip.
-std::vector<TensorMapParam> decode_needed(const Collected& c, bool all, std::vector<uint64_t>& hashes_out,
+// A map's content hash in the set of maps that passed the generic check: salted by how its bytes were read, since
+// the same bytes are no map where maps are only searched for and a map where a rule names the kernel.
+uint64_t clean_map_hash(uint64_t hash, MapEvidence e) {
+  return hash ^ (0x9e3779b97f4a7c15ULL * (static_cast<uint64_t>(e) + 1));
+}
+
+// The maps this launch must judge, decoded as their places demand (KernelInfo::evidence). A kernel without rules
+// needs only the maps whose bytes have not passed the generic check before; with rules (or in inspect mode) every
+// map is decoded and `known_clean` marks the ones the generic check may skip. `slots` receives each one's slot.
+std::vector<TensorMapParam> decode_needed(const Collected& c, bool all, std::vector<std::size_t>& slots,
                                           std::vector<bool>& known_clean) {
   std::vector<TensorMapParam> maps;
   for (std::size_t i = 0; i < c.bytes.size(); ++i) {
-    const bool clean = clean_map_contains(c.hashes[i]);
+    const MapEvidence e = c.kernel->evidence(i);
+    const bool clean = clean_map_contains(clean_map_hash(c.hashes[i], e));
     if (clean && !all) continue;
     TensorMapParam m;
     m.place = c.kernel->maps[i];
     m.embedded = c.kernel->embedded(c.kernel->maps[i]);
     m.named_only = c.kernel->named_only[i];
-    m.decoded = decode(c.bytes[i]);
+    m.decoded = read_map(c.bytes[i], e);
     maps.push_back(std::move(m));
-    hashes_out.push_back(c.hashes[i]);
+    slots.push_back(i);
     known_clean.push_back(clean);
   }
   return maps;
 }
 
-Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, const std::vector<uint64_t>& hashes,
+Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, const std::vector<std::size_t>& slots,
                const std::vector<bool>& known_clean, Judgement& j) {
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
   std::vector<Finding>& findings = j.findings;
@@ -121,13 +134,14 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   for (Finding& fd : findings)
     for (std::size_t i = 0; i < maps.size(); ++i)
       if (fd.place == maps[i].place) {
-        fd.provenance = provenance_for(hashes[i]);
+        fd.provenance = provenance_of(c.bytes[slots[i]]);
         named[i] = true;
       }
   // A map the generic check found nothing in is remembered by its bytes (a finding may be about the kernel as a
   // whole, without a place: that says nothing against any one map).
   for (std::size_t i = 0; i < maps.size(); ++i)
-    if (!named[i] && !known_clean[i] && maps[i].decoded.ok()) clean_map_insert(hashes[i]);
+    if (!named[i] && !known_clean[i] && maps[i].decoded.ok())
+      clean_map_insert(clean_map_hash(c.hashes[slots[i]], c.kernel->evidence(slots[i])));
   // Launches a rule could not check are not remembered as clean: each one is counted in the summary. (They are
   // FA4 backward kernels of milliseconds; judging their maps again costs microseconds.)
   if (!has_errors(findings) && j.not_checkable.empty()) {
@@ -152,7 +166,7 @@ Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel
   const bool collected = collect(f, kernel_params, extra, c);
   if (inspecting) c.kernel->launches.fetch_add(1, std::memory_order_relaxed);
   if (!collected) {
-    if (inspecting && c.kernel->maps.empty()) inspect(c.kernel, geom, {}, {});
+    if (inspecting && c.kernel->maps.empty()) inspect(c.kernel, geom, {}, {}, c);
     return Verdict::kRun;
   }
   bump(t.launches_checked);
@@ -160,14 +174,15 @@ Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel
     remember_clean(*c.front, c.key, [&](std::size_t i) { return c.bytes[i]; });
     return Verdict::kRun;
   }
-  std::vector<uint64_t> hashes;
+  std::vector<std::size_t> slots;
   std::vector<bool> known_clean;
   const std::vector<TensorMapParam> maps =
-      decode_needed(c, inspecting || !c.kernel->rules.empty(), hashes, known_clean);
-  bump(t.maps_decoded, maps.size());
-  if (inspecting) inspect(c.kernel, geom, maps, hashes);
+      decode_needed(c, inspecting || !c.kernel->rules.empty(), slots, known_clean);
+  bump(t.maps_decoded, static_cast<uint64_t>(std::count_if(maps.begin(), maps.end(),
+                                                           [](const TensorMapParam& m) { return m.decoded.ok(); })));
+  if (inspecting) inspect(c.kernel, geom, maps, slots, c);
   Judgement j = judge_launch(rules(), c.kernel->rules, c.kernel->name, maps, current_arch(), &known_clean);
-  return report(c, maps, hashes, known_clean, j);
+  return report(c, maps, slots, known_clean, j);
 }
 
 void census_of(const KernelInfo& k) {
@@ -197,13 +212,88 @@ void report_census_at_exit() {
 
 }  // namespace
 
+namespace {
+
+thread_local const void* t_nested_f __attribute__((tls_model("initial-exec"))) = nullptr;
+
+// The launches this thread made inside another tmaguard call, said once the outer call ended (runtime.h): which
+// kernel, how many; once per kernel (the summary counts them all).
+void report_nested() {
+  const uint32_t n = t_hot.nested_unreported;
+  const void* f = t_nested_f;
+  if (!n || !f) return;
+  try {
+    const std::string name = kernel_info(static_cast<CUfunction>(const_cast<void*>(f)), nullptr)->name;
+    report_notice("nested|" + name, "not-checked",
+                  std::to_string(n) + " launch(es) of kernel " + name +
+                      " ran unchecked: they were made while their thread was inside another tmaguard call (a signal "
+                      "handler that launches kernels?), where no lock may be taken; counted in the summary");
+  } catch (...) {
+  }
+}
+
+// A launch tmaguard could not check for want of memory or because of its own error: counted, said once per reason
+// (best effort: saying it may need the memory that was missing), and the guard stays on. Without memory, abort and
+// reject mode refuse the launch they could not check; an internal error lets it run (it is tmaguard's, not the job's).
+std::atomic<bool> g_said[static_cast<int>(Unchecked::kCount)];
+std::atomic<bool> g_unsaid{false};  // a reason whose notice could not be written yet (said after the next check)
+
+bool refuses_unchecked(Unchecked why) {
+  const Mode m = mode();
+  return why == Unchecked::kNoMemory && (m == Mode::kAbort || m == Mode::kReject);
+}
+
+void say_not_checked(Unchecked why, const std::string& what) {
+  if (g_said[static_cast<int>(why)].exchange(true)) return;
+  try {
+    report_notice(std::string("not-checked|") + to_string(why), "not-checked",
+                  std::string("a launch was not checked: ") + to_string(why) + (what.empty() ? "" : " (" + what + ")") +
+                      (refuses_unchecked(why) ? "; it was refused with CUDA_ERROR_OUT_OF_MEMORY (" +
+                                                    std::string(to_string(mode())) +
+                                                    " mode runs nothing it could not check)"
+                                              : "; it ran") +
+                      ". tmaguard stays on; the summary counts every such launch");
+  } catch (...) {
+    g_said[static_cast<int>(why)].store(false);
+    g_unsaid.store(true, std::memory_order_relaxed);
+  }
+}
+
+// After a launch was checked: what could not be said while memory was short is said now.
+void say_unsaid() {
+  if (!g_unsaid.load(std::memory_order_relaxed) || !g_unsaid.exchange(false)) return;
+  for (int i = 0; i < static_cast<int>(Unchecked::kCount); ++i)
+    if (unchecked_count(static_cast<Unchecked>(i)) && !g_said[i].load()) say_not_checked(static_cast<Unchecked>(i), "");
+}
+
+Verdict not_checked(Unchecked why, const char* what) {
+  count_unchecked(why);
+  say_not_checked(why, what);
+  return refuses_unchecked(why) ? Verdict::kNoMemory : Verdict::kRun;
+}
+
+}  // namespace
+
 Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra,
                      const KernelInfo** kernel) {
   if (kernel) *kernel = nullptr;
+  if (call.nested()) {
+    // Inside another tmaguard call of this thread (a signal handler): nothing that takes a lock or allocates may run
+    // here. Counted (one atomic add), said when the outer call ends.
+    if (armed_already()) {
+      count_unchecked(Unchecked::kNested);
+      ++t_hot.nested_unreported;
+      t_nested_f = f;
+      static std::atomic<bool> hooked{false};
+      if (!hooked.load(std::memory_order_relaxed) && !hooked.exchange(true)) on_nested_launches(report_nested);
+    }
+    return Verdict::kRun;
+  }
   if (!call.active()) return Verdict::kRun;
   try {
     Collected c;
     const Verdict v = check_launch_unguarded(f, geom, kernel_params, extra, c);
+    say_unsaid();
     if (c.front && c.kernel) {
       if (kernel) *kernel = c.kernel;
       // The device audit is done with this kernel: this thread's launches of it take the fast paths again.
@@ -213,12 +303,13 @@ Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom
       }
     }
     return v;
+  } catch (const std::bad_alloc&) {
+    return not_checked(Unchecked::kNoMemory, "");
   } catch (const std::exception& e) {
-    report_cannot_work(std::string("internal error while checking a launch: ") + e.what());
+    return not_checked(Unchecked::kInternalError, e.what());
   } catch (...) {
-    report_cannot_work("internal error while checking a launch");
+    return not_checked(Unchecked::kInternalError, "");
   }
-  return Verdict::kRun;
 }
 
 }  // namespace tmaguard

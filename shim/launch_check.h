@@ -20,4 +20,8 @@ struct Geometry {
 Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra,
                      const KernelInfo** kernel = nullptr);
 
+//! What a wrapper returns for a launch (or graph node) check_launch refused: CUDA_ERROR_OUT_OF_MEMORY when there was no
+//! memory to check it, else CUDA_ERROR_INVALID_VALUE.
+inline CUresult refused(Verdict v) { return v == Verdict::kNoMemory ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE; }
+
 }  // namespace tmaguard

@@ -1,11 +1,14 @@
 // tmaguard shim: the reporter (log sink, dedupe, actions on error findings, summary).
 //
-// The log is written by a sink of tmaguard's own, under spdlog: one write(2) per record on an O_APPEND descriptor,
-// so records of several threads and processes never interleave in a log file whatever their size; SIGPIPE blocked
-// around each write, so a log or stderr whose reader is gone never kills the job; and a record the log refuses
-// (a full disk) goes to stderr instead and is counted in the summary. The log is opened without following a
-// symbolic link, without creating directories, with mode 0644 at most; a child forked with %p in TMAGUARD_LOG
-// reopens its own.
+// Records are handed to an spdlog async logger over a sink of tmaguard's own: a thread of tmaguard's (made when the
+// first record is, signals blocked) writes them, one write(2) per record on an O_APPEND descriptor, so records of
+// several threads and processes never interleave in a log file whatever their size. No launch, fork handler or exit
+// handler ever waits on the log's reader: the reporter's lock guards only memory, a record waits in a bounded queue
+// (the oldest is dropped and counted when it is full), and where a record must be out before something happens (an
+// abort, the exit summary) the wait is bounded too. SIGPIPE is blocked around each write, so a log or stderr whose
+// reader is gone never kills the job; a record the log refuses (a full disk) goes to stderr instead and is counted.
+// The log is opened without following a symbolic link, without creating directories, with mode 0644 at most; a
+// child forked with %p in TMAGUARD_LOG reopens its own.
 #include "reporter.h"
 
 #include <fcntl.h>
@@ -23,9 +26,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <thread>
 #include <unordered_map>
 
+#include <spdlog/async_logger.h>
 #include <spdlog/details/null_mutex.h>
+#include <spdlog/details/thread_pool.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/base_sink.h>
 
@@ -37,6 +44,11 @@
 
 namespace tmaguard {
 namespace {
+
+// Records waiting for the log at most; past this the oldest is dropped (and counted in the summary).
+constexpr std::size_t kQueuedRecords = 8192;
+// How long the records of an abort and the exit summary may wait for a log that does not take them.
+constexpr auto kDeliveryWait = std::chrono::seconds(5);
 
 // Opens the log the way a log of someone else's job must be opened; -1 with `error` set when it cannot be (yet).
 int open_log(const std::string& path, std::string* error) {
@@ -54,6 +66,8 @@ int open_log(const std::string& path, std::string* error) {
   return fd;
 }
 
+// Where records go. Written by one thread at a time: the log thread, or (when no record is in flight, under the
+// reporter's lock) the thread writing the summary.
 class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
  public:
   //! `pattern`: TMAGUARD_LOG as given (empty: stderr). A log that cannot be opened yet (a missing directory, a FIFO
@@ -61,10 +75,13 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
   explicit RecordSink(std::string pattern) : pattern_(std::move(pattern)) {
     if (!pattern_.empty()) try_open();
   }
-  uint64_t lost() const { return lost_; }
+  uint64_t lost() const { return lost_.load(std::memory_order_relaxed); }
+  void count_lost() { lost_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t flushes() const { return flushes_.load(std::memory_order_acquire); }
   bool is_stderr() const { return fd_ < 0; }
   //! After fork in the child: a %p log path names another file now; the inherited descriptor is the parent's.
   void after_fork_child() {
+    lost_.store(0, std::memory_order_relaxed);
     if (pattern_.find("%p") == std::string::npos) return;
     if (fd_ > 2) ::close(fd_);
     fd_ = -1;
@@ -76,12 +93,12 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
     if (fd_ < 0 && !pattern_.empty()) try_open();
     if (fd_ >= 0) {
       if (write_whole(fd_, line.data(), line.size())) return true;
-      ++lost_;
+      lost_.fetch_add(1, std::memory_order_relaxed);
       if (fallback) to_stderr(line);
       return false;
     }
     if (to_stderr(line)) return true;
-    ++lost_;
+    lost_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   //! stderr, if it is still the one tmaguard first saw (stderr_io.h: write_stderr).
@@ -93,7 +110,7 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
     formatter_->format(msg, buf);
     put(std::string(buf.data(), buf.size()));
   }
-  void flush_() override {}
+  void flush_() override { flushes_.fetch_add(1, std::memory_order_release); }
 
  private:
   void try_open() {
@@ -109,27 +126,40 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
   int fd_ = -1;          // the log; -1: stderr (no log asked for, or not open yet)
   std::string pattern_;  // TMAGUARD_LOG as given (empty: stderr)
   bool said_ = false;
-  uint64_t lost_ = 0;
+  std::atomic<uint64_t> lost_{0};
+  std::atomic<uint64_t> flushes_{0};  // flush requests reached (each after every record queued before it)
 };
+
+// spdlog catches what stops a record (no memory for it, say) and hands it to the logger's error handler: the record
+// is lost, and counted as such.
+void set_error_handler(spdlog::logger& logger, const std::shared_ptr<RecordSink>& sink) {
+  RecordSink* s = sink.get();  // the sink outlives every logger (never freed)
+  logger.set_error_handler([s](const std::string&) { s->count_lost(); });
+}
 
 struct Reporter {
   Config cfg;
   std::string host;  // gethostname() when the reporter opened
   std::shared_ptr<RecordSink> sink;
   std::shared_ptr<spdlog::logger> logger;          // over a sink we own; never registered with spdlog
+  std::shared_ptr<spdlog::details::thread_pool>* pool = nullptr;  // the log thread's; never freed (its thread runs
+                                                                  // until the process ends)
+  bool async_tried = false;  // the first record made the log thread (or found it could not)
   std::unordered_map<std::string, uint64_t> seen;  // dedupe key -> occurrences
   std::map<std::string, uint64_t> by_rule;
   std::map<std::string, uint64_t> not_checkable;  // reason -> launches
   bool summary_written = false;                   // the summary went out (before an abort): not again at exit
 };
 
-// Serialises reporting and dedupe; held across fork by the atfork handlers. Waiting for it is bounded (a log that
-// blocks, say a FIFO whose reader stalls, must not stall every launching thread), and a thread that gives up
-// never touches what the lock guards: its record is dropped and counted (g_dropped) instead.
+// Serialises reporting and dedupe; held across fork by the atfork handlers. It guards memory only (no write happens
+// under it but the summary's, once nothing else is in flight), so holding it is always short; waiting for it is
+// bounded all the same, and a thread that gives up never touches what it guards: its record is dropped and counted
+// (g_dropped) instead.
 std::timed_mutex g_mu;
 thread_local bool t_reporting __attribute__((tls_model("initial-exec"))) = false;
 std::atomic<Reporter*> g_rep{nullptr};  // published once when opened; never freed (used at exit)
 std::atomic<uint64_t> g_dropped{0};     // records dropped because the reporter's lock was not free in time
+bool g_fork_held = false;               // fork_prepare got the lock
 
 struct Locked {
   Locked() : held(!t_reporting && g_mu.try_lock_for(std::chrono::seconds(2))) {
@@ -159,8 +189,55 @@ ProcessContext context(const Reporter& rep) {
   return c;
 }
 
+uint64_t overruns(const Reporter& rep) { return rep.pool ? (*rep.pool)->overrun_counter() : 0; }
+
+// The log thread: signals blocked (the job's handlers never run on it), tmaguard's wrappers pass through on it.
+void log_thread_start() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  t_hot.hook_depth = 1;
+  pthread_setname_np(pthread_self(), "tmaguard-log");
+}
+
+// Caller holds g_mu. The first record makes the log thread and the async logger over the sink; where no thread can
+// be made, records are written by the reporting thread itself (the synchronous logger reporter_open made).
+void ensure_log_thread(Reporter& rep) {
+  if (rep.async_tried) return;
+  rep.async_tried = true;
+  try {
+    rep.pool = new std::shared_ptr<spdlog::details::thread_pool>(
+        std::make_shared<spdlog::details::thread_pool>(kQueuedRecords, 1, log_thread_start));
+    auto async = std::make_shared<spdlog::async_logger>("tmaguard", rep.sink, *rep.pool,
+                                                        spdlog::async_overflow_policy::overrun_oldest);
+    async->set_pattern("%v");
+    set_error_handler(*async, rep.sink);
+    rep.logger = std::move(async);
+  } catch (const std::exception&) {
+    rep.pool = nullptr;  // (a pool whose thread could not start was never made)
+  }
+}
+
 // Caller holds g_mu.
-void emit_locked(Reporter& rep, const std::string& line) { rep.logger->info(line); }
+void emit_locked(Reporter& rep, const std::string& line) {
+  ensure_log_thread(rep);
+  rep.logger->info(line);
+}
+
+// Caller holds g_mu. Waits (bounded) until every record queued so far left the queue (written, refused or dropped):
+// a flush request queued behind them reaches the sink after them. Then no thread but the caller touches the sink.
+// False when the log did not take them in time.
+bool wait_delivered(const Reporter& rep) {
+  if (!rep.pool) return true;  // no log thread: every record was written by the thread that made it
+  const uint64_t target = rep.sink->flushes() + 1;
+  rep.logger->flush();
+  const auto deadline = std::chrono::steady_clock::now() + kDeliveryWait;
+  for (;;) {
+    if (rep.sink->flushes() >= target) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 Summary summary_of(const Reporter& rep) {
   const Counts c = counts_total();
@@ -171,8 +248,10 @@ Summary summary_of(const Reporter& rep) {
   s.clean_copies = c.clean_copies;
   s.violations_by_rule = rep.by_rule;
   s.not_checkable = rep.not_checkable;
+  for (int i = 0; i < static_cast<int>(Unchecked::kCount); ++i)
+    if (const uint64_t n = unchecked_count(static_cast<Unchecked>(i))) s.not_checked[to_string(static_cast<Unchecked>(i))] = n;
   s.log_records_lost = rep.sink->lost();
-  s.records_dropped = g_dropped.load(std::memory_order_relaxed);
+  s.records_dropped = g_dropped.load(std::memory_order_relaxed) + overruns(rep);
   const AuditCounts a = audit_counts();
   s.device_launches_audited = a.launches_audited;
   s.device_buffers_read = a.buffers_read;
@@ -184,27 +263,49 @@ Summary summary_of(const Reporter& rep) {
   return s;
 }
 
-// The summary says how many records the log refused, itself included: when the log refuses it too, it goes to
-// stderr rendered again with the count that includes it.
+// Caller holds g_mu. The summary is written by the caller once every record before it is out, so it says how many
+// records the log refused, itself included: when the log refuses it too, it goes to stderr rendered again with the
+// count that includes it. A log that takes nothing for kDeliveryWait gets no summary; stderr gets it (bounded).
 void emit_summary_locked(Reporter& rep) {
   Summary s = summary_of(rep);
+  if (!wait_delivered(rep)) {
+    if (!rep.sink->is_stderr())
+      write_stderr_bounded(render_summary(s, context(rep), rep.cfg.format) + "\n", kStderrLineTimeoutMs);
+    return;
+  }
+  s = summary_of(rep);  // with what the wait saw delivered
   if (rep.sink->put(render_summary(s, context(rep), rep.cfg.format) + "\n", false) || rep.sink->is_stderr()) return;
   s.log_records_lost = rep.sink->lost();
   rep.sink->to_stderr(render_summary(s, context(rep), rep.cfg.format) + "\n");
 }
 
-// fork: the reporter's lock is held across fork(); the child starts with empty dedupe and counts.
-void fork_prepare() { g_mu.lock(); }
-void fork_parent() { g_mu.unlock(); }
+// fork: the reporter's lock is held across fork() when it could be had within a second (it guards memory only, so
+// that is always); the child starts with empty dedupe and counts, and without the parent's log thread or its queue
+// (the parent writes what it queued): its own thread is made with its first record.
+void fork_prepare() { g_fork_held = g_mu.try_lock_for(std::chrono::seconds(1)); }
+void fork_parent() {
+  if (g_fork_held) g_mu.unlock();
+}
 void fork_child() {
+  if (!g_fork_held) new (&g_mu) std::timed_mutex;  // held by a thread the child does not have: a fresh one
   if (Reporter* rep = g_rep.load(std::memory_order_acquire)) {
     rep->seen.clear();
     rep->by_rule.clear();
     rep->not_checkable.clear();
     rep->summary_written = false;
+    if (rep->pool) {
+      // The parent's log thread and queue: not in the child, never freed (freeing a pool joins its thread).
+      new std::shared_ptr<spdlog::logger>(std::move(rep->logger));
+      rep->pool = nullptr;
+      rep->logger = std::make_shared<spdlog::logger>("tmaguard", rep->sink);
+      rep->logger->set_pattern("%v");
+      set_error_handler(*rep->logger, rep->sink);
+    }
+    rep->async_tried = false;
     rep->sink->after_fork_child();
   }
   g_dropped.store(0, std::memory_order_relaxed);
+  t_reporting = false;
   g_mu.unlock();
 }
 
@@ -219,7 +320,7 @@ bool reporter_open(const Config& cfg, std::string* error) {
     rep->sink = std::make_shared<RecordSink>(cfg.log_path);
     rep->logger = std::make_shared<spdlog::logger>("tmaguard", rep->sink);
     rep->logger->set_pattern("%v");
-    rep->logger->set_error_handler([](const std::string&) {});
+    set_error_handler(*rep->logger, rep->sink);
   } catch (const std::exception& e) {
     *error = std::string("cannot set up the log: ") + e.what();
     return false;
@@ -285,6 +386,7 @@ Verdict report_findings(std::vector<Finding>& findings) {
     reject |= actions.back() == "reject";
   }
   {
+    bool delivered = false;  // abort mode: the records reached the log
     Locked lock;
     if (lock.held) {
       for (std::size_t i = 0; i < findings.size(); ++i) {
@@ -303,14 +405,17 @@ Verdict report_findings(std::vector<Finding>& findings) {
                                               : "aborting the process before the kernel runs (abort mode)",
                                         context(*rep), rep->cfg.format));
         rep->summary_written = true;
+        delivered = wait_delivered(*rep);
         emit_summary_locked(*rep);
       }
-    } else if (abort_now) {
-      // The log is blocked (its record was dropped and counted): the reason still reaches stderr before the abort,
-      // without touching anything the lock guards.
+    }
+    if (abort_now && !delivered) {
+      // The log did not take the records in time (or the lock was not free: the records were dropped and counted):
+      // the reason still reaches stderr before the abort, within a bound, without touching what the lock guards.
       for (std::size_t i = 0; i < findings.size(); ++i)
         if (actions[i] == "abort") {
-          rep->sink->to_stderr(render_finding(findings[i], context(*rep), "abort", LogFormat::kText) + "\n");
+          write_stderr_bounded(render_finding(findings[i], context(*rep), "abort", LogFormat::kText) + "\n",
+                               kStderrLineTimeoutMs);
           break;
         }
     }

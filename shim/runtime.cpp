@@ -157,7 +157,16 @@ bool armed_slow() {
   }
 }
 
+std::atomic<void (*)()> g_nested_report{nullptr};
+
+void nested_launches_unreported() {
+  if (auto report = g_nested_report.load(std::memory_order_acquire)) report();
+  t_hot.nested_unreported = 0;
+}
+
 }  // namespace detail
+
+void on_nested_launches(void (*report)()) { detail::g_nested_report.store(report, std::memory_order_release); }
 
 const RuleSet& rules() { return **g_rules; }
 const Config& config() { return *g_config; }

@@ -14,14 +14,23 @@ struct RuleSet;
 
 namespace detail {
 bool armed_slow();
+void nested_launches_unreported();
 }  // namespace detail
 
+//! What says the launches a thread made inside another tmaguard call (ThreadHot::nested_unreported), once the outer
+//! call ends; set by the launch check (a layer above this one).
+void on_nested_launches(void (*report)());
+
 //! RAII re-entry guard (as TSan's ScopedInterceptor): the driver or our own code calling back into a wrapper
-//! passes straight through.
+//! passes straight through. A launch made while this thread is inside a wrapper (a signal handler that launches) is
+//! counted, and said when the outermost wrapper returns (no lock or allocation is safe inside the handler).
 class HookScope {
  public:
   HookScope() : nested_(t_hot.hook_depth++ > 0) {}
-  ~HookScope() { --t_hot.hook_depth; }
+  ~HookScope() {
+    if (--t_hot.hook_depth == 0 && __builtin_expect(t_hot.nested_unreported != 0, 0))
+      detail::nested_launches_unreported();
+  }
   HookScope(const HookScope&) = delete;
   HookScope& operator=(const HookScope&) = delete;
   bool nested() const { return nested_; }

@@ -2,13 +2,20 @@
 // cannot work, and the reporter's own fallback), and whole writes to a descriptor.
 #include "stderr_io.h"
 
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include "hot.h"
@@ -49,11 +56,91 @@ bool write_whole(int fd, const char* p, std::size_t n) {
   return ok;
 }
 
+bool write_bounded(int fd, const char* p, std::size_t n, int timeout_ms) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  sigset_t pending;
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE);
+  bool ok = true;
+  while (n > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd pfd{fd, POLLOUT, 0};
+    const int ready = left > 0 ? ::poll(&pfd, 1, static_cast<int>(left)) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0 || (pfd.revents & (POLLERR | POLLNVAL))) {
+      ok = false;
+      break;
+    }
+    // Writable: a pipe has a free buffer, so a write of PIPE_BUF bytes or less does not block.
+    const ssize_t w = ::write(fd, p, n < PIPE_BUF ? n : PIPE_BUF);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ok = false;
+      break;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  if (!ok && errno == EPIPE && !was_pending) {
+    const timespec zero{0, 0};
+    sigtimedwait(&pipe_set, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return ok;
+}
+
 namespace {
-// The process's stderr as tmaguard first saw it (note_process_stderr): 0 not looked at yet, 1 open, 2 closed.
+// The process's stderr as tmaguard first saw it (note_process_stderr): 0 not looked at yet, 1 the process's own,
+// 2 closed or not the process's own (a descriptor the job opened itself that landed on 2).
 std::atomic<int> g_stderr_state{0};
 dev_t g_stderr_dev = 0;
 ino_t g_stderr_ino = 0;
+const char* g_stderr_why = "";
+
+// When this process started, in seconds since the epoch (its task's start time in /proc/self/stat, after boot).
+double process_start_epoch() {
+  char buf[1024];
+  const int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  if (!p) return 0;
+  unsigned long long start = 0;
+  // Fields after the name: state (3) ... starttime (22): 19 fields to skip.
+  if (std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &start) !=
+      1)
+    return 0;
+  const long hz = sysconf(_SC_CLK_TCK);
+  timespec now{}, boot{};
+  if (hz <= 0 || clock_gettime(CLOCK_REALTIME, &now) != 0 || clock_gettime(CLOCK_BOOTTIME, &boot) != 0) return 0;
+  const double booted = static_cast<double>(now.tv_sec - boot.tv_sec) + (now.tv_nsec - boot.tv_nsec) * 1e-9;
+  return booted + static_cast<double>(start) / static_cast<double>(hz);
+}
+
+// Whether descriptor 2 is, as far as can be told, not the stderr the process was started with: it carries
+// close-on-exec (no descriptor inherited across exec does: Python opens every file that way), or it is a regular file
+// created more than a second after the process started (a data file the job opened after closing 2; a shell creates a
+// redirect's file between its fork and the exec).
+const char* not_inherited() {
+  const int fd_flags = fcntl(2, F_GETFD);
+  if (fd_flags >= 0 && (fd_flags & FD_CLOEXEC)) return "it has close-on-exec set (a file the job opened itself)";
+  struct statx stx{};
+  if (statx(2, "", AT_EMPTY_PATH, STATX_TYPE | STATX_BTIME, &stx) != 0 || !(stx.stx_mask & STATX_BTIME) ||
+      !S_ISREG(stx.stx_mode))
+    return nullptr;
+  const double born = static_cast<double>(stx.stx_btime.tv_sec) + stx.stx_btime.tv_nsec * 1e-9;
+  const double started = process_start_epoch();
+  if (started > 0 && born > started + 1.0) return "it is a file created after the process started (the job's own)";
+  return nullptr;
+}
 }  // namespace
 
 void note_process_stderr() {
@@ -61,25 +148,42 @@ void note_process_stderr() {
   struct stat st;
   static std::atomic<bool> claimed{false};
   if (claimed.exchange(true)) return;  // one thread looks; a racing one writes nothing until it has
-  if (fstat(2, &st) == 0) {
+  if (fstat(2, &st) != 0) {
+    g_stderr_why = "descriptor 2 is closed";
+    g_stderr_state.store(2, std::memory_order_release);
+  } else if (const char* why = not_inherited()) {
+    g_stderr_why = why;
+    g_stderr_state.store(2, std::memory_order_release);
+  } else {
     g_stderr_dev = st.st_dev;
     g_stderr_ino = st.st_ino;
     g_stderr_state.store(1, std::memory_order_release);
-  } else {
-    g_stderr_state.store(2, std::memory_order_release);
   }
 }
 
-bool write_stderr(const std::string& text) {
+const char* stderr_unusable() {
   note_process_stderr();
-  struct stat st;
-  if (g_stderr_state.load(std::memory_order_acquire) != 1 || fstat(2, &st) != 0 || st.st_dev != g_stderr_dev ||
-      st.st_ino != g_stderr_ino)
-    return false;  // closed, or descriptor 2 now names another file (the job's own): never written into
-  return write_whole(2, text.data(), text.size());
+  return g_stderr_state.load(std::memory_order_acquire) == 1 ? nullptr : g_stderr_why;
 }
 
-void write_stderr_line(const std::string& line) { write_stderr(line + "\n"); }
+namespace {
+bool stderr_is_ours() {
+  note_process_stderr();
+  struct stat st;
+  return g_stderr_state.load(std::memory_order_acquire) == 1 && fstat(2, &st) == 0 && st.st_dev == g_stderr_dev &&
+         st.st_ino == g_stderr_ino;  // else closed, or descriptor 2 now names another file (the job's own)
+}
+}  // namespace
+
+bool write_stderr(const std::string& text) {
+  return stderr_is_ours() && write_whole(2, text.data(), text.size());
+}
+
+bool write_stderr_bounded(const std::string& text, int timeout_ms) {
+  return stderr_is_ours() && write_bounded(2, text.data(), text.size(), timeout_ms);
+}
+
+void write_stderr_line(const std::string& line) { write_stderr_bounded(line + "\n", kStderrLineTimeoutMs); }
 
 bool cannot_work_said() { return g_cannot_work_said.load(); }
 

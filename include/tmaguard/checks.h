@@ -21,16 +21,15 @@ struct Arch {
 //! Generic sanity of one decoded descriptor: what the real driver would have refused to encode.
 //!
 //! Architecture policy: a finding is an error only where it is provably wrong for the GPU the launch runs on. A
-//! NULL global address is wrong everywhere. The driver's encode rules (alignments, limits, the tile-size word)
-//! were measured on an H200 (sm_90): they are errors on sm_90 and warnings on any other or unknown architecture
-//! (Blackwell descriptors may carry features the H200's driver does not know). Descriptors with Blackwell-only
-//! features (swizzle-atomicity bits 19-20 of word 2) or the large-tensor flag (bit 21, never measured against the
-//! driver's rules), im2col-family maps (im2col-wide is indistinguishable from im2col in the bytes), unknown element
-//! types and descriptors in no known encoder's form never draw an error from these checks.
+//! NULL global address is wrong everywhere. The driver's encode rules were measured on an H200 (sm_90): they are
+//! errors on sm_90 and warnings on any other or unknown architecture (Blackwell descriptors may carry features the
+//! H200's driver does not know). Descriptors with Blackwell-only features (swizzle-atomicity bits 19-20 of word 2) or
+//! the large-tensor flag (bit 21, never measured against the driver's rules), im2col-family maps (im2col-wide is
+//! indistinguishable from im2col in the bytes) and unknown element types never draw an error from these checks.
 //!
-//! Encoder forms (tensormap.h): the tile-size check applies to the driver's form only (the others leave the word
-//! empty); the rest applies to every form. A form tmaguard does not know draws one `tmap-unknown-encoder` warning
-//! naming the words it could not place.
+//! Only the layout fields are judged, the ones the TMA unit reads: the words a form fills or leaves empty (the tile-
+//! size and swizzle-span words, word 2 bit 1) decide whether bytes count as a map where maps are only searched for
+//! (launch.h: read_map), never what a map is judged to be.
 void check_descriptor(std::string_view kernel, const TensorMapParam& map, const Arch& arch, std::vector<Finding>& out);
 
 }  // namespace tmaguard

@@ -12,8 +12,10 @@ namespace tmaguard {
 enum class Severity { kWarning, kError };
 inline const char* to_string(Severity s) { return s == Severity::kError ? "error" : "warning"; }
 
-//! What happens to a launch (or a graph node about to be added or updated) once it was checked.
-enum class Verdict { kRun, kReject };
+//! What happens to a launch (or a graph node about to be added or updated) once it was checked. kNoMemory: it could
+//! not be checked for lack of host memory, and abort and reject mode do not run what they could not check (the
+//! call returns CUDA_ERROR_OUT_OF_MEMORY, as the driver itself would when memory runs out).
+enum class Verdict { kRun, kReject, kNoMemory };
 
 struct Finding {
   std::string rule;  // stable kebab-case id, e.g. "fa4-dk-not-k-major"

@@ -74,12 +74,26 @@ inline const uint8_t* map_bytes(const ParamLayout& layout, const MapPlace& place
 //! block at 0x210, its maps at +128, +384, +1152). Nothing here depends on any other kernel.
 std::vector<uint32_t> window_offsets(const ParamLayout& layout, std::size_t p);
 
-//! Bytes inside a structure are a tensor map only when they decode and their inner box spans a multiple of 16 bytes
-//! (every TMA box does), and, in the driver's form, their tile-size word equals the size their own box gives (the
-//! driver always writes it so); in a form without that word (CuTe DSL's, device-built), their address is not NULL
-//! and the driver would accept their fields. A window of struct fields (pointers, small integers, zeros, padding)
-//! essentially never passes (tests/core/test_launch.cpp measures 0 in 4 million).
-bool plausible_map(const DecodeResult& d);
+//! How much bytes must prove before they count as a tensor map, by where they sit. A window that is not a map must
+//! never become an error-severity finding (a float array or padding aborting a healthy job), and a map where one is
+//! known to sit must never escape judgment because of bytes the TMA unit does not read:
+//!   kKnown         a kernel a rule names (its 128-byte parameters, the maps found in its structures, the places its
+//!                  rules name): the fields the TMA unit reads, as it reads them (Convention::kHardware). A rule that
+//!                  names a kernel declares its 128-byte parameters tensor maps.
+//!   kParameter     a whole 128-byte parameter of a kernel no rule names (only searched): strict; in the driver's form
+//!                  its tile-size word must match its own box, in any other form it must hold a non-NULL address and
+//!                  fields the driver would encode (so it cannot draw an error from the generic checks)
+//!   kInStruct      a 64-byte-aligned window inside a larger parameter: strict and the driver's form only, its
+//!                  tile-size word right (CUTLASS's Params; no other encoder is known to put maps in structures)
+//!   kDeviceMemory  device memory read back after a kernel: the device convention (stale stride words allowed), any
+//!                  known form, as kParameter (Triton's device-built descriptors)
+//! Everywhere, in a form other than the driver's: NULL address, every dim 1 and every stride 0 (a region of zeros
+//! with a stray value) is no map. (The driver's form has its two redundant words; CUTLASS's per-group templates,
+//! NULL and every dim 1, are driver-encoded maps.)
+enum class MapEvidence : uint8_t { kKnown, kParameter, kInStruct, kDeviceMemory };
+const char* to_string(MapEvidence e);
+//! Decodes 128 bytes under the rules of `where` (not_a_map says why bytes do not count).
+DecodeResult read_map(const uint8_t bytes[kTensorMapBytes], MapEvidence where);
 
 //! A per-group template map (CUTLASS's ptr-array/grouped GEMMs keep maps with every dim 1 that device code
 //! rewrites before use): not a layout to judge.
@@ -121,7 +135,7 @@ inline bool still_empty(const ParamLayout& layout, const MapPlace& place, const 
   return w13 == 0;
 }
 
-//! Whether a watched place's bytes on this launch may now hold a map and deserve a full look (plausible_map): not
+//! Whether a watched place's bytes on this launch may now hold a map and deserve a full look (read_map): not
 //! available (nullptr), or word 13 no longer 0 and every reserved word clear. Other data (a list rewritten on every
 //! launch) costs two loads and no search. The launch fast path and the full check ask the same question.
 inline bool watched_place_may_hold_map(const uint8_t* b) {
@@ -145,9 +159,8 @@ inline constexpr std::size_t kMaxPointerPlaces = 64;
 std::vector<MapPlace> pointer_places(const ParamLayout& layout);
 
 //! The tensor maps in `n` bytes read from device address `address` (bytes[0] is at `address`): every 128-byte window
-//! at a 64-byte-aligned device address that decodes as a map under the rules for maps inside a structure
-//! (plausible_map: any form, device-built included, where words the TMA unit ignores are 0; decoded in the device
-//! convention, where stride words past the rank may hold a template's values). Returns each one's
+//! at a 64-byte-aligned device address that reads as a map under MapEvidence::kDeviceMemory (any known form,
+//! device-built included; stride words past the rank may hold a template's values). Returns each one's
 //! offset from `address`; a window that overlaps an earlier map is not looked at.
 struct DeviceWindow {
   uint32_t at;

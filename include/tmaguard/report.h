@@ -30,6 +30,9 @@ struct Summary {
   uint64_t clean_copies = 0;  // copies a thread took of a clean launch's maps (the reference of the byte compare)
   std::map<std::string, uint64_t> violations_by_rule;  // occurrences, repeats included
   std::map<std::string, uint64_t> not_checkable;       // launches tmaguard could not check, by reason
+  // Launches tmaguard did not get to check although it could have (no memory during the check, a launch from a signal
+  // handler that interrupted another tmaguard call, an internal error), by reason: never said in silence.
+  std::map<std::string, uint64_t> not_checked;
   uint64_t log_records_lost = 0;                       // records the log refused (written to stderr instead)
   uint64_t records_dropped = 0;                        // records dropped because the log blocked for over 2 s
   std::string version, revision;                       // which tmaguard wrote it (empty: not said)

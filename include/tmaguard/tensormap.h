@@ -164,6 +164,9 @@ struct TensorMapView {
   // Stride words past the rank held values (the device convention only, decode()): a map rewritten on the device
   // keeps what its template had there (the TMA unit reads no stride past the rank).
   bool stale_strides_past_rank = false;
+  // The hardware convention only (decode()): bit i set when word i holds bits the TMA unit does not read (word 2's
+  // bits 2-3 and 22-31, word 15 of a tiled map, words 16-31, and every field past the rank). Shown in records.
+  uint32_t ignored_words = 0;
   Encoder encoder = Encoder::kDriver;
 
   //! Word 2 bit 21: the large-tensor flag (NVIDIA's 595.71 notes; CuTe DSL sets it, CUTLASS and Triton may clear it).
@@ -194,7 +197,13 @@ struct DecodeResult {
 //! device code rewrote with tensormap.replace from a template of another rank keeps the template's stride words
 //! past its rank (PyTorch's CUTLASS grouped GEMM on an H200: three stale words); the TMA unit ignores them, so this
 //! convention accepts them (view.stale_strides_past_rank) where the strict one refuses them.
-enum class Convention { kStrict, kDevice };
+//! kHardware: the convention for a place where a map is known to sit (launch.h: MapEvidence::kKnown): only the
+//! fields the TMA unit reads count, as the unit reads them. Measured on an H200: TMA stores land correctly with
+//! words 15, 17 and 19-31 holding anything, word 2's top byte set and wrong tile-size and swizzle-span words, so
+//! such bytes are a map here (view.ignored_words names the words) and their layout is judged; the strict convention
+//! refuses them. Only what leaves the fields unreadable (a rank field over 5, an im2col map of rank < 3 or with
+//! more than 1024 pixels per column, a tf32 flag on a non-f32 type) makes them no map.
+enum class Convention { kStrict, kDevice, kHardware };
 DecodeResult decode(const uint8_t bytes[kTensorMapBytes], Convention convention = Convention::kStrict);
 //! A cheap first look, for bytes seen on every launch: false when decode() would refuse them for their reserved
 //! words and bits alone (true says nothing more than "decode them").
@@ -206,17 +215,17 @@ bool may_hold_map(const uint8_t bytes[kTensorMapBytes]);
 //! must be ones the driver accepts (0); otherwise 1 and nothing but the address is written.
 int encode_in_form(Encoder form, const EncodeArgs& a, uint8_t out[kTensorMapBytes]);
 
-//! 64-bit content hash that ignores word 2 bit 21 (the flag clients clear after encoding). Inline: the launch
-//! fast path hashes every tensor-map parameter. XXH3-style multiply-fold over eight independent lane pairs
-//! (independent 64x64->128 products pipeline), then an avalanche; the lane keys are immediates in the code, so
-//! no data line is read besides the descriptor's own two.
+//! 64-bit content hash of all 128 bytes: every bit that can change a verdict (word 2 bit 21 decides whether a
+//! would-reject finding is an error) is in it, so a launch key made of these hashes never calls different bytes
+//! clean. Inline: the launch fast path hashes every tensor-map parameter. XXH3-style multiply-fold over eight
+//! independent lane pairs (independent 64x64->128 products pipeline), then an avalanche; the lane keys are
+//! immediates in the code, so no data line is read besides the descriptor's own two.
 inline uint64_t content_hash(const uint8_t bytes[kTensorMapBytes]) {
   uint64_t acc = 0x9e3779b97f4a7c15ULL;
   auto lane = [&](int i, uint64_t ka, uint64_t kb) {
     uint64_t a, b;
     __builtin_memcpy(&a, bytes + 16 * i, 8);
     __builtin_memcpy(&b, bytes + 16 * i + 8, 8);
-    if (i == 0) b &= ~(1ULL << 21);  // lane 0's second word is word 2
     const unsigned __int128 p = static_cast<unsigned __int128>(a ^ ka) * (b ^ kb);
     acc += static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64);
   };
@@ -232,6 +241,15 @@ inline uint64_t content_hash(const uint8_t bytes[kTensorMapBytes]) {
   acc *= 0x165667919e3779f9ULL;
   acc ^= acc >> 32;
   return acc;
+}
+
+//! The hash provenance is recorded and looked up by: content_hash with word 2 bit 21 cleared, because CUTLASS and
+//! Triton clear that flag after encoding (on drivers that set it), and the cleared bytes still came from the encode.
+inline uint64_t provenance_hash(const uint8_t bytes[kTensorMapBytes]) {
+  uint8_t b[kTensorMapBytes];
+  __builtin_memcpy(b, bytes, kTensorMapBytes);
+  b[10] &= static_cast<uint8_t>(~(1u << 5));  // word 2 (bytes 8-11), bit 21 = byte 10 bit 5
+  return content_hash(b);
 }
 
 }  // namespace tmaguard

@@ -9,16 +9,14 @@
 namespace tmaguard {
 namespace {
 
-// Error only where the H200-measured driver rules provably apply: an sm_90 launch of a tiled descriptor in a known
-// form, without Blackwell-era bits in word 2.
+// Error only where the H200-measured driver rules provably apply: an sm_90 launch of a tiled descriptor without
+// Blackwell-era bits in word 2. (The form words do not matter: the TMA unit reads the layout fields alone.)
 Severity driver_rule_severity(const TensorMapView& v, const Arch& arch) {
-  const bool provable =
-      arch.measured() && v.sm100_bits == 0 && v.kind == MapKind::kTiled && v.encoder != Encoder::kUnknown;
+  const bool provable = arch.measured() && v.sm100_bits == 0 && v.kind == MapKind::kTiled;
   return provable ? Severity::kError : Severity::kWarning;
 }
 
 std::string unmeasured_note(const TensorMapView& v, const Arch& arch) {
-  if (v.encoder == Encoder::kUnknown) return " (a warning: the descriptor's form matches no known encoder)";
   if (v.sm100_bits & 3)
     return " (a warning: the descriptor carries Blackwell-only bits the H200's driver rules do not cover)";
   if (v.large_tensor_flag())
@@ -52,22 +50,8 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, const Ar
   if (!m.decoded.ok()) return;
   const TensorMapView& v = m.decoded.view;
   const std::string tensor = "param " + to_string(m.place);
-  if (v.encoder == Encoder::kUnknown) {  // said, never an error: which words could not be placed
-    Finding f = make_finding("tmap-unknown-encoder", Severity::kWarning, kernel, tensor, &m);
-    f.expected =
-        "a descriptor in a known encoder's form: the driver's (word 2 bit 1 clear, tile-size and swizzle-span words "
-        "filled), CuTe DSL's (bit 1 set, both words empty) or a device-built one (bit 1 clear, both words empty)";
-    f.observed = fmt::format("word 2 bit 1 = {}, tile-size word 0x{:x} (its box gives {}), swizzle-span word 0x{:x} "
-                             "(swizzle {} gives 0x{:x})",
-                             v.word2_bit1 ? 1 : 0, v.tile_bytes, v.computed_tile_bytes(), v.swizzle_span_word,
-                             swizzle_name(v.swizzle), swizzle_span_word(v.swizzle));
-    f.hint = "the layout fields were read as the TMA unit reads them and rules naming this map still judge it; the "
-             "generic descriptor checks only warn. Report the kernel and these words to tmaguard";
-    out.push_back(std::move(f));
-  }
   if (v.address == 0) {  // wrong on every architecture: every access through the map faults
-    Finding f = make_finding("tmap-null-address",
-                             v.encoder == Encoder::kUnknown ? Severity::kWarning : Severity::kError, kernel, tensor, &m);
+    Finding f = make_finding("tmap-null-address", Severity::kError, kernel, tensor, &m);
     f.expected = "a non-NULL global address";
     f.observed = "globalAddress = 0";
     f.hint = "the tensor behind this descriptor was never allocated, or the descriptor's address was never filled in";
@@ -83,15 +67,6 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, const Ar
     return;
   }
   const Severity severity = driver_rule_severity(v, arch);
-  // Only the driver's form fills the tile-size word: the others cannot disagree with their own box.
-  if (v.form_words_filled() && v.tile_bytes != v.computed_tile_bytes()) {
-    Finding f = make_finding("tmap-tile-bytes-mismatch", severity, kernel, tensor, &m);
-    f.expected = fmt::format("tile-bytes word = elemsize x prod(box / elementStrides) = {}", v.computed_tile_bytes());
-    f.observed = fmt::format("tile-bytes word = {}{}", v.tile_bytes, unmeasured_note(v, arch));
-    f.hint = inline_hint(v);
-    out.push_back(std::move(f));
-    return;
-  }
   const EncodeArgs a = v.encode_args();
   // Interleaved im2col has driver rules beyond the documented ones (see tests/data): judge only the rest.
   if (const EncodeProblem p = validate_encode(a);

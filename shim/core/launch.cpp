@@ -1,9 +1,10 @@
 // tmaguard core: reading a launch's arguments (the `extra` form).
 #include "tmaguard/launch.h"
 
-#include <functional>
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstdint>
 
 namespace tmaguard {
@@ -32,24 +33,73 @@ std::vector<uint32_t> window_offsets(const ParamLayout& layout, std::size_t p) {
   return out;
 }
 
-bool plausible_map(const DecodeResult& d) {
-  if (!d.ok()) return false;
-  // Every TMA box's inner span is a multiple of 16 bytes: a struct of zeros with a 1 and a 16 in the right words
-  // would otherwise read as a 1-byte, rank-1 map.
-  const TensorMapView& v = d.view;
-  const uint64_t inner = v.kind == MapKind::kTiled ? v.box[0] : v.channels_per_pixel;
-  if (inner * static_cast<uint64_t>(element_size(v.dtype)) % 16 != 0) return false;
-  switch (v.encoder) {
-    case Encoder::kDriver:  // its tile-size word must match its own box (the driver always writes it so)
-      return v.tile_bytes != 0 && v.tile_bytes == v.computed_tile_bytes();
-    case Encoder::kCuteDsl:
-    case Encoder::kDeviceBuilt:
-      // Forms without the driver's redundant words: inside a structure, only a map the driver itself would accept,
-      // at a non-NULL address, counts (decode() already demanded a TMA box).
-      return v.address != 0 && !validate_encode(v.encode_args());
-    default:
-      return false;
+const char* to_string(MapEvidence e) {
+  switch (e) {
+    case MapEvidence::kKnown: return "a place a rule names";
+    case MapEvidence::kParameter: return "a 128-byte parameter";
+    case MapEvidence::kInStruct: return "a window inside a structure";
+    default: return "device memory";
   }
+}
+
+namespace {
+uint32_t load_word2(const uint8_t* b) {
+  uint32_t w;
+  __builtin_memcpy(&w, b + 8, 4);
+  return w;
+}
+}  // namespace
+
+DecodeResult read_map(const uint8_t b[kTensorMapBytes], MapEvidence where) {
+  const Convention c = where == MapEvidence::kKnown          ? Convention::kHardware
+                       : where == MapEvidence::kDeviceMemory ? Convention::kDevice
+                                                             : Convention::kStrict;
+  DecodeResult d = decode(b, c);
+  if (!d.ok()) return d;
+  const TensorMapView& v = d.view;
+  auto no_map = [&](std::string why) {
+    d.not_a_map = std::move(why);
+    return d;
+  };
+  if (v.address == 0 && v.encoder != Encoder::kDriver) {  // (the driver's form: CUTLASS's NULL templates are maps)
+    bool empty = true;
+    for (uint32_t i = 0; i < v.rank; ++i) empty &= v.dims[i] == 1 && (i == 0 || v.strides[i - 1] == 0);
+    if (empty) return no_map("NULL address, every dim 1 and every stride 0: no tensor is described");
+  }
+  if (where == MapEvidence::kKnown) return d;
+  if (v.encoder == Encoder::kDriver) {  // its tile-size word must match its own box (the driver always writes it so)
+    if (v.tile_bytes == 0 || v.tile_bytes != v.computed_tile_bytes())
+      return no_map(fmt::format("a tile-size word of {} where its box gives {}: not taken for a map in {}",
+                                v.tile_bytes, v.computed_tile_bytes(), to_string(where)));
+    return d;
+  }
+  if (where == MapEvidence::kInStruct || v.encoder == Encoder::kUnknown ||
+      (where == MapEvidence::kParameter && v.encoder == Encoder::kDeviceBuilt))
+    return no_map(fmt::format("{} form: not taken for a map in {}", to_string(v.encoder), to_string(where)));
+  // Forms without the driver's redundant words must carry their own encoder's fingerprint and describe a tensor the
+  // driver itself would accept: CuTe DSL's host fill always writes L2 promotion 128B and never element strides,
+  // interleave or an OOB fill; tensormap.replace has no L2-promotion field, and a word 2 of zeros (rank 1, uint8,
+  // no swizzle) is what a float array with a round value in word 13 looks like; a user-space address (below 2^57:
+  // CuTe DSL keeps 57 bits), not NULL; more than one element.
+  const bool fingerprint =
+      v.encoder == Encoder::kCuteDsl
+          ? v.l2_promotion == 2 && v.interleave == 0 && v.oob_fill == 0 &&
+                std::all_of(v.element_strides.begin(), v.element_strides.begin() + v.rank,
+                            [](uint32_t e) { return e == 1; })
+          : v.l2_promotion == 0 && load_word2(b) != 0;
+  if (!fingerprint)
+    return no_map(fmt::format("{} form without its encoder's fingerprint: not taken for a map in {}",
+                              to_string(v.encoder), to_string(where)));
+  if (v.address == 0 || v.address >= (1ULL << 57))
+    return no_map(fmt::format("{} form with address 0x{:x}: not taken for a map in {}", to_string(v.encoder),
+                              v.address, to_string(where)));
+  if (std::all_of(v.dims.begin(), v.dims.begin() + v.rank, [](uint64_t d) { return d == 1; }))
+    return no_map(fmt::format("{} form describing one element: not taken for a map in {}", to_string(v.encoder),
+                              to_string(where)));
+  if (const EncodeProblem p = validate_encode(v.encode_args()))
+    return no_map(fmt::format("{} form the driver would refuse ({}): not taken for a map in {}", to_string(v.encoder),
+                              p.message, to_string(where)));
+  return d;
 }
 
 bool template_map(const TensorMapView& v) { return template_args(v.encode_args()); }
@@ -67,7 +117,7 @@ StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args) {
         out.incomplete = true;
         break;
       }
-      if (may_hold_map(b) && plausible_map(decode(b)))
+      if (may_hold_map(b) && read_map(b, MapEvidence::kInStruct).ok())
         out.maps.push_back(place);
       else if (watchable && still_empty(layout, place, args))
         empty.push_back(place);
@@ -104,8 +154,8 @@ std::vector<DeviceWindow> find_device_maps(const uint8_t* bytes, std::size_t n, 
   while (r + kTensorMapBytes <= n) {
     const uint8_t* b = bytes + r;
     if (may_hold_map(b)) {
-      DecodeResult d = decode(b, Convention::kDevice);
-      if (plausible_map(d)) {
+      DecodeResult d = read_map(b, MapEvidence::kDeviceMemory);
+      if (d.ok()) {
         out.push_back({static_cast<uint32_t>(r), std::move(d)});
         r += kTensorMapBytes;
         continue;

@@ -226,6 +226,7 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
     j["clean_copies"] = s.clean_copies;
     j["violations"] = s.violations_by_rule;
     j["not_checkable"] = s.not_checkable;
+    if (!s.not_checked.empty()) j["launches_not_checked"] = s.not_checked;
     j["log_records_lost"] = s.log_records_lost;
     if (s.records_dropped) j["records_dropped"] = s.records_dropped;
     if (s.device_launches_audited || !s.device_skipped.empty())
@@ -246,6 +247,7 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
       fmt::format("tmaguard: SUMMARY: {} launches seen, {} checked, {} tensor maps decoded; violations: {}",
                   s.launches_seen, s.launches_checked, s.tensor_maps_decoded, counted(s.violations_by_rule));
   if (!s.not_checkable.empty()) line += "; not checkable: " + counted(s.not_checkable);
+  if (!s.not_checked.empty()) line += "; launches not checked: " + counted(s.not_checked);
   if (s.log_records_lost)
     line += fmt::format("; {} records could not be written to TMAGUARD_LOG (they went to stderr)", s.log_records_lost);
   if (s.records_dropped)

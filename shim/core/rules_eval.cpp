@@ -114,10 +114,11 @@ void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<Ten
   std::vector<std::string> unmet;
   for (const Check& c : r.require) {
     for (const Evaluation& e : evaluate(c, named)) {
-      if (e.undecodable)
-        unmet.push_back(fmt::format("{} is not a tensor map ({})", e.undecodable == named.at(c.a) ? c.a : e.b,
-                                    e.undecodable->decoded.not_a_map));
-      else if (e.failure)
+      if (e.undecodable) {  // said once per map, however many entries name it
+        const std::string line = fmt::format("{} is not a tensor map ({})", e.undecodable == named.at(c.a) ? c.a : e.b,
+                                             e.undecodable->decoded.not_a_map);
+        if (std::find(unmet.begin(), unmet.end(), line) == unmet.end()) unmet.push_back(line);
+      } else if (e.failure)
         unmet.push_back(fmt::format("{}: {}", e.failure->expected, e.failure->observed));
     }
   }

@@ -385,6 +385,7 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes], Convention convention) {
   TensorMapView& v = r.view;
   uint32_t w[32];
   for (int i = 0; i < 32; ++i) w[i] = load_word(b, i);
+  const bool hardware = convention == Convention::kHardware;
   v.address = (static_cast<uint64_t>(w[1]) << 32) | w[0];
   const uint32_t w2 = w[2];
   v.kind = (w2 & 1) ? MapKind::kIm2col : MapKind::kTiled;
@@ -413,35 +414,45 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes], Convention convention) {
     case 10: v.dtype = DataType::kBF16; break;
     default: v.dtype = DataType::kUnknown; break;
   }
-  // The form: who filled which words (tensormap.h, Encoder).
-  const bool cute_marker = (w2 & kCuteDslMarker) != 0;
-  v.word2_bit1 = cute_marker;
-  if (!cute_marker && w[18] == swizzle_span_word(v.swizzle))
-    v.encoder = Encoder::kDriver;
-  else if (w[16] == 0 && w[18] == 0)
-    v.encoder = cute_marker ? Encoder::kCuteDsl : Encoder::kDeviceBuilt;
-  else
-    v.encoder = Encoder::kUnknown;
   auto fail = [&](std::string why) {
     r.not_a_map = std::move(why);
     return r;
   };
-  if (w2 & kReservedWord2Bits) return fail(fmt::format("reserved bits set in word 2 (0x{:08x})", w2));
+  // Bits outside the fields the TMA unit reads: the strict conventions refuse them (the first one met names why), the
+  // hardware one records them in ignored_words and reads on. Only structural defects refuse bytes in every convention.
+  auto unread = [&](int word, bool set, auto&& why) {
+    if (!set) return false;
+    v.ignored_words |= 1u << word;
+    if (hardware) return false;
+    r.not_a_map = why();
+    return true;
+  };
+  if (unread(2, w2 & kReservedWord2Bits, [&] { return fmt::format("reserved bits set in word 2 (0x{:08x})", w2); }))
+    return r;
   if (tf32 && v.hw_type != 7 && v.hw_type != 8) return fail("tf32 bit on a non-f32 element type");
   if (v.rank > kMaxRank) return fail(fmt::format("rank field {} > 5", v.rank));
-  if (w[17] != 0) return fail("reserved word 17 is not zero");
+  if (unread(17, w[17] != 0, [] { return std::string("reserved word 17 is not zero"); })) return r;
   for (int i = 19; i < 32; ++i)
-    if (w[i] != 0) return fail(fmt::format("reserved word {} is not zero", i));
+    if (unread(i, w[i] != 0, [&] { return fmt::format("reserved word {} is not zero", i); })) return r;
   for (uint32_t i = v.rank; i < kMaxRank; ++i)
-    if (w[8 + i] != 0) return fail(fmt::format("globalDim word {} set past rank {}", i, v.rank));
-  for (uint32_t i = v.rank - 1; i < 4; ++i)
-    if (w[3 + i] != 0 || ((w[7] >> (4 * i)) & 0xf)) {
-      if (convention != Convention::kDevice) return fail(fmt::format("stride word {} set past rank {}", i, v.rank));
+    if (unread(static_cast<int>(8 + i), w[8 + i] != 0,
+               [&] { return fmt::format("globalDim word {} set past rank {}", i, v.rank); }))
+      return r;
+  for (uint32_t i = v.rank - 1; i < 4; ++i) {
+    if (!w[3 + i] && !((w[7] >> (4 * i)) & 0xf)) continue;
+    if (convention == Convention::kDevice) {
       v.stale_strides_past_rank = true;
+      continue;
     }
-  if (w[7] >> 16) return fail("reserved bits set in the stride high-nibble word");
-  if ((w[13] & 0x7fff) >> (3 * v.rank)) return fail("element stride set past rank");
-  if (w[13] & 0x00ff8000u) return fail("reserved bits set in word 13");
+    if (unread(static_cast<int>(3 + i), true,
+               [&] { return fmt::format("stride word {} set past rank {}", i, v.rank); }))
+      return r;
+  }
+  if (unread(7, (w[7] >> 16) != 0, [] { return std::string("reserved bits set in the stride high-nibble word"); }))
+    return r;
+  if (unread(13, ((w[13] & 0x7fff) >> (3 * v.rank)) != 0, [] { return std::string("element stride set past rank"); }))
+    return r;
+  if (unread(13, (w[13] & 0x00ff8000u) != 0, [] { return std::string("reserved bits set in word 13"); })) return r;
   for (uint32_t i = 0; i < v.rank; ++i) {
     v.dims[i] = static_cast<uint64_t>(w[8 + i]) + 1;
     v.element_strides[i] = ((w[13] >> (3 * i)) & 7) + 1;
@@ -449,15 +460,12 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes], Convention convention) {
   for (uint32_t i = 0; i + 1 < v.rank; ++i)
     v.strides[i] = ((static_cast<uint64_t>((w[7] >> (4 * i)) & 0xf) << 32) | w[3 + i]) * 16;
   if (v.kind == MapKind::kTiled) {
-    if (w[15] != 0) return fail("word 15 set on a tiled map");
+    if (unread(15, w[15] != 0, [] { return std::string("word 15 set on a tiled map"); })) return r;
     v.box[0] = (w[13] >> 24) + 1;
-    for (uint32_t i = 1; i < kMaxRank; ++i) {
-      const uint32_t byte = (w[14] >> (8 * (i - 1))) & 0xff;
-      if (i < v.rank)
-        v.box[i] = byte + 1;
-      else if (byte)
-        return fail("box dimension set past rank");
-    }
+    for (uint32_t i = 1; i < v.rank; ++i) v.box[i] = ((w[14] >> (8 * (i - 1))) & 0xff) + 1;
+    if (unread(14, v.rank < kMaxRank && (w[14] >> (8 * (v.rank - 1))) != 0,
+               [] { return std::string("box dimension set past rank"); }))
+      return r;
   } else {
     if (v.rank < 3) return fail("im2col map with rank < 3");
     v.channels_per_pixel = (w[13] >> 24) + 1;
@@ -471,6 +479,19 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes], Convention convention) {
       v.upper_corner[i] = sign_extend(w[14] >> (16 + bits * i), bits);
     }
   }
+  unread(16, hardware && w[16] != 0 && w[16] != v.computed_tile_bytes(), [] { return std::string(); });
+  unread(18, hardware && w[18] != 0 && w[18] != swizzle_span_word(v.swizzle), [] { return std::string(); });
+  // The form: who filled which words (tensormap.h, Encoder). Where only the fields the unit reads count, the driver's
+  // form needs both of its words right.
+  const bool cute_marker = (w2 & kCuteDslMarker) != 0;
+  v.word2_bit1 = cute_marker;
+  if (!cute_marker && w[18] == swizzle_span_word(v.swizzle) && (!hardware || w[16] == v.computed_tile_bytes()))
+    v.encoder = Encoder::kDriver;
+  else if (w[16] == 0 && w[18] == 0)
+    v.encoder = cute_marker ? Encoder::kCuteDsl : Encoder::kDeviceBuilt;
+  else
+    v.encoder = Encoder::kUnknown;
+  if (hardware) return r;  // an impossible box is the driver-rule check's to judge (checks.cpp)
   // Every TMA box spans a multiple of 16 bytes in its inner dimension (the driver refuses anything else): bytes that
   // do not describe one are no map. Without the driver's two redundant words, a form must also name a known element
   // type. (A zero-filled region reads as a 1-byte box of uint8; small integers with a 16 where the span word goes,

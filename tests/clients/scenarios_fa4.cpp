@@ -173,20 +173,25 @@ int blackwell_features() {
     w = (w & ~clear) | set;
     std::memcpy(reinterpret_cast<uint8_t*>(&m) + 8, &w, 4);
   };
-  auto tile_word = [](CUtensorMap& m, uint32_t v) { std::memcpy(reinterpret_cast<uint8_t*>(&m) + 64, &v, 4); };
+  // A 32B swizzle for a 128 B inner box (the sm_90 rules refuse it), its swizzle-span word consistent.
+  auto refused_swizzle = [&](CUtensorMap& m) {
+    word2(m, 1u << 13, 3u << 13);
+    const uint32_t span = 0x100;
+    std::memcpy(reinterpret_cast<uint8_t*>(&m) + 72, &span, 4);
+  };
   std::vector<CUtensorMap> maps;
   for (uint32_t bits : {1u, 2u, 3u, 4u, 5u, 7u}) {  // atomicity 1..3 (swizzle modes 4-6), and bit 21
     CUtensorMap m;
     tmaguard::encode(a, reinterpret_cast<uint8_t*>(&m));
     word2(m, bits << 19, 0);
-    tile_word(m, 12345);  // a tile-size word the sm_90 rules reject
+    refused_swizzle(m);
     maps.push_back(m);
   }
   CUtensorMap packed;  // element-type code 13: none the H200's driver knows (a packed 4/6-bit type)
   tmaguard::encode(a, reinterpret_cast<uint8_t*>(&packed));
   word2(packed, 13u << 7, 0xfu << 7);
   maps.push_back(packed);
-  tmaguard::EncodeArgs ic;  // an im2col map whose corners the sm_90 rules would refuse
+  tmaguard::EncodeArgs ic;  // an im2col map with a swizzle the sm_90 rules would refuse
   ic.kind = tmaguard::MapKind::kIm2col;
   ic.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   ic.rank = 4;
@@ -199,7 +204,7 @@ int blackwell_features() {
   ic.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
   CUtensorMap im;
   if (tmaguard::encode(ic, reinterpret_cast<uint8_t*>(&im)) != 0) die("im2col encode failed");
-  tile_word(im, 77);
+  refused_swizzle(im);
   maps.push_back(im);
   const Kernel k = make_kernel("sm100_kernel_with_blackwell_maps", maps);
   launch(k);

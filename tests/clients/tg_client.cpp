@@ -8,6 +8,8 @@
 // Scenarios print "RESULT ok=N failed=M ran=R via=V"; the exit status is 0 when every launch succeeded, 3 when one
 // returned an error, 2 on a usage or setup error.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +46,17 @@ int main(int argc, char** argv) {
     for (const Scenario& s : *table)
       if (argv[3] == std::string(s.name)) sc = &s;
   if (!sc) die("unknown scenario");
+  // TG_STDERR_FIRST: the job replaces descriptor 2 with its own data file (TG_DATA_FILE) before any CUDA call, opened
+  // with O_CLOEXEC ("cloexec", as Python opens every file) or, 1.2 s into the run, without it ("late").
+  if (const char* how = std::getenv("TG_STDERR_FIRST")) {
+    const char* data = std::getenv("TG_DATA_FILE");
+    if (!data) die("TG_STDERR_FIRST needs TG_DATA_FILE");
+    const bool cloexec = std::string(how) == "cloexec";
+    if (!cloexec) usleep(1200 * 1000);
+    ::close(2);
+    if (::open(data, O_WRONLY | O_CREAT | O_TRUNC | (cloexec ? O_CLOEXEC : 0), 0644) != 2)
+      die("the data file did not get descriptor 2");
+  }
   // The driver: libcuda.so.1 from the library path, or a file TG_CLIENT_LIBCUDA names (the installed demo's
   // stand-in, which is deliberately not called libcuda.so.1).
   const char* driver = std::getenv("TG_CLIENT_LIBCUDA");

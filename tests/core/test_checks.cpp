@@ -57,12 +57,12 @@ TEST(Descriptor, NullAddressAndDriverRules) {
   EXPECT_EQ(out[0].rule, "tmap-driver-would-reject");
   EXPECT_EQ(out[0].observed, "boxDim[0]=64 x 2 B = 128 B exceeds the 32B swizzle span (32 B)");
 
+  // The tile-size word is not read by the TMA unit (measured on an H200): whatever it holds, nothing to judge.
   m = bshd(2, 0x7f0000000000ULL, 2, 256, 4, 128);
   m.decoded.view.tile_bytes = 4;
   out.clear();
   check_descriptor("k", m, kSm90, out);
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].rule, "tmap-tile-bytes-mismatch");
+  EXPECT_TRUE(out.empty());
 
   m = bshd(2, 0x7f0000000000ULL, 2, 256, 4, 128);
   m.decoded.view.address = 0x7f0000000008ULL;
@@ -118,7 +118,7 @@ TEST(Descriptor, BlackwellOnlyFeaturesNeverDrawAnError) {
 TEST(Descriptor, BytesWithBlackwellBitsDecodeAndStayWarnings) {
   // Word 2 of a real sm_90 descriptor with swizzle 128B_ATOM_64B-style atomicity bits and the large-tensor flag set,
   // as an sm_100 encoder may write it: it still decodes (bits 19-21 never make bytes invalid) and, on any
-  // architecture, draws no error even with a tile-bytes word the sm_90 rules reject.
+  // architecture, draws no error even with a box the sm_90 driver refuses (128 B inner box, 32B swizzle).
   EncodeArgs a;
   a.dtype = 9;
   a.rank = 2;
@@ -130,12 +130,11 @@ TEST(Descriptor, BytesWithBlackwellBitsDecodeAndStayWarnings) {
   a.swizzle = 3;
   uint8_t b[128];
   ASSERT_EQ(encode(a, b), 0);
-  uint32_t w2, tile = 7;
+  uint32_t w2;
   std::memcpy(&w2, b + 8, 4);
-  w2 |= 7u << 19;
+  w2 = (w2 & ~(3u << 13)) | 1u << 13 | 7u << 19;
   std::memcpy(b + 8, &w2, 4);
-  std::memcpy(b + 64, &tile, 4);
-  const DecodeResult d = decode(b);
+  const DecodeResult d = decode(b, Convention::kHardware);
   ASSERT_TRUE(d.ok()) << d.not_a_map;
   EXPECT_EQ(d.view.sm100_bits, 7u);
   for (const Arch& arch : {kSm90, kSm100, Arch{}}) {

@@ -3,6 +3,8 @@
 // (dim 0 the head dim; stride-0 modes dropped).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "tmaguard/judge.h"
 #include "tmaguard/rules.h"
 
@@ -258,4 +260,56 @@ TEST(Fa4, UnexpectedMapCountIsAWarning) {
   auto maps = one_cta(mha(128, 128));
   maps.resize(5);
   EXPECT_EQ(rules_of(judge(maps)), std::vector<std::string>({"fa4-unexpected-map-count?"}));
+}
+
+// Words the TMA unit does not read (measured on an H200: stores land correctly with words 15, 17 and 19-31 holding
+// anything, word 2's top byte set, and wrong tile-size and swizzle-span words) never hide a transposed dK at a place
+// a rule names: the hardware convention reads the layout alone (MapEvidence::kKnown). Each variant, in the driver's
+// form and CuTe DSL's: a healthy launch draws nothing, a transposed dK the layout error. The strict reading of the
+// same bytes refuses them (they would be no map where maps are only searched for).
+TEST(Fa4, WordsTheTmaUnitIgnoresNeverHideATransposedDk) {
+  struct Variant {
+    const char* name;
+    void (*apply)(uint8_t* b);
+  };
+  auto word = [](uint8_t* b, int i, uint32_t v) { std::memcpy(b + 4 * i, &v, 4); };
+  static auto set_word = word;
+  const Variant variants[] = {
+      {"w15", [](uint8_t* b) { set_word(b, 15, 0xdeadbeef); }},
+      {"w17", [](uint8_t* b) { set_word(b, 17, 0x12345678); }},
+      {"w19", [](uint8_t* b) { set_word(b, 19, 0xffffffff); }},
+      {"w19-31", [](uint8_t* b) { for (int i = 19; i < 32; ++i) set_word(b, i, 0x9e3779b9u * static_cast<uint32_t>(i)); }},
+      {"w31", [](uint8_t* b) { set_word(b, 31, 1); }},
+      {"w2 top byte", [](uint8_t* b) { b[11] = 0xff; }},
+      {"w16", [](uint8_t* b) { set_word(b, 16, 7); }},
+      {"w18", [](uint8_t* b) { set_word(b, 18, 3); }},
+      {"w16 w18", [](uint8_t* b) { set_word(b, 16, 7); set_word(b, 18, 3); }},
+  };
+  static const auto rules = parse_rules(builtin_rules_text(), "built-in").rules;
+  const std::vector<int> which = rules_for_kernel(*rules, kSm100Bwd);
+  for (const Encoder form : {Encoder::kDriver, Encoder::kCuteDsl}) {
+    for (const bool dk_bad : {false, true}) {
+      const std::vector<TensorMapParam> plain = one_cta(mha(128, 128, dk_bad));
+      for (const Variant& var : variants) {
+        std::vector<TensorMapParam> maps;
+        for (const TensorMapParam& m : plain) {
+          uint8_t b[128];
+          ASSERT_EQ(encode_in_form(form, m.decoded.view.encode_args(), b), 0);
+          var.apply(b);
+          EXPECT_FALSE(read_map(b, MapEvidence::kParameter).ok()) << var.name;
+          TensorMapParam k{m.place, read_map(b, MapEvidence::kKnown)};
+          ASSERT_TRUE(k.decoded.ok()) << var.name << ": " << k.decoded.not_a_map;
+          EXPECT_NE(k.decoded.view.ignored_words, 0u) << var.name;
+          maps.push_back(k);
+        }
+        const Judgement j = judge_launch(*rules, which, kSm100Bwd, maps, Arch{9, 0});
+        if (dk_bad) {
+          EXPECT_EQ(rules_of(j), std::vector<std::string>{"fa4-dk-not-k-major!"}) << var.name << " " << to_string(form);
+        } else {
+          EXPECT_TRUE(j.findings.empty()) << var.name << " " << to_string(form) << ": " << j.findings[0].rule << " "
+                                          << j.findings[0].observed;
+        }
+      }
+    }
+  }
 }

@@ -65,7 +65,11 @@ TEST(CuteDslForm, EveryGoldenVectorDecodesAsCuteDslAndReencodes) {
       check_descriptor("k", {{1, 0}, r}, Arch{major, 0}, out);
       EXPECT_TRUE(out.empty()) << out[0].rule << ": " << out[0].observed << "\n" << c.line;
     }
-    EXPECT_TRUE(plausible_map(r)) << c.line;
+    // Where maps are only searched for: a whole parameter and device memory take it; a structure does not (CuTe DSL
+    // passes each map as a parameter of its own, and only the driver's form is taken inside structures).
+    EXPECT_TRUE(read_map(ref.data(), MapEvidence::kParameter).ok()) << c.line;
+    EXPECT_TRUE(read_map(ref.data(), MapEvidence::kDeviceMemory).ok()) << c.line;
+    EXPECT_FALSE(read_map(ref.data(), MapEvidence::kInStruct).ok()) << c.line;
   }
   EXPECT_GT(large, 10) << "both sides of the 128 KiB large-tensor threshold are covered";
   EXPECT_LT(large, static_cast<int>(cases.size()) - 10);
@@ -168,9 +172,10 @@ TEST(DeviceBuiltForm, EveryCapturedDescriptorDecodesAsDeviceBuilt) {
   }
 }
 
-// A form tmaguard does not know: decoded (the layout fields are the hardware's), one warning naming the words it
-// could not place, no error even with a NULL address.
-TEST(UnknownForm, WarnsNamingTheWordsAndNeverErrs) {
+// A form tmaguard does not know (CuTe DSL's marker with the driver's words filled): where maps are only searched for
+// it is no map, so it draws nothing, not even for its NULL address; where a rule names the kernel its layout fields
+// are read as the TMA unit reads them and judged like any map's (a NULL address is an error there).
+TEST(UnknownForm, IsNoMapWhereSearchedAndJudgedWhereKnown) {
   EncodeArgs a;
   a.dtype = 9;
   a.rank = 2;
@@ -183,18 +188,18 @@ TEST(UnknownForm, WarnsNamingTheWordsAndNeverErrs) {
   uint8_t b[128];
   ASSERT_EQ(encode(a, b), 0);
   b[8] |= 2;  // CuTe DSL's marker with the driver's words filled
-  const DecodeResult r = decode(b);
-  ASSERT_TRUE(r.ok()) << r.not_a_map;
-  ASSERT_EQ(r.view.encoder, Encoder::kUnknown);
+  for (const MapEvidence e : {MapEvidence::kParameter, MapEvidence::kInStruct, MapEvidence::kDeviceMemory}) {
+    const DecodeResult r = read_map(b, e);
+    EXPECT_FALSE(r.ok()) << to_string(e);
+    EXPECT_EQ(r.not_a_map, std::string("unknown form: not taken for a map in ") + to_string(e));
+  }
+  const DecodeResult known = read_map(b, MapEvidence::kKnown);
+  ASSERT_TRUE(known.ok()) << known.not_a_map;
+  EXPECT_EQ(known.view.encoder, Encoder::kUnknown);
+  EXPECT_EQ(known.view.ignored_words, 0u) << "its tile-size and swizzle-span words agree with its fields";
   std::vector<Finding> out;
-  check_descriptor("k", {{1, 0}, r}, Arch{9, 0}, out);
-  ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].rule, "tmap-unknown-encoder");
-  EXPECT_EQ(out[0].severity, Severity::kWarning);
-  EXPECT_EQ(out[0].observed,
-            "word 2 bit 1 = 1, tile-size word 0x4000 (its box gives 16384), swizzle-span word 0x400 (swizzle 128B "
-            "gives 0x400)");
-  EXPECT_EQ(out[1].rule, "tmap-null-address");
-  EXPECT_EQ(out[1].severity, Severity::kWarning);
-  EXPECT_FALSE(plausible_map(r)) << "inside a structure an unknown form is not taken for a map";
+  check_descriptor("k", {{1, 0}, known}, Arch{9, 0}, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].rule, "tmap-null-address");
+  EXPECT_EQ(out[0].severity, Severity::kError);
 }

@@ -69,12 +69,17 @@ TEST(Encode, ReproducesReferenceBytes) {
   EXPECT_EQ(std::memcmp(out, b.data(), 128), 0);
 }
 
-TEST(Decode, IgnoresLargeTensorFlagBit21) {
+// Word 2 bit 21 (the large-tensor flag) is a known bit: the bytes decode. It decides whether a would-reject finding
+// is an error, so the content hash (the launch key) sees it; provenance does not (CUTLASS and Triton clear it after
+// encoding, and the cleared bytes still came from the encode).
+TEST(Decode, LargeTensorFlagBit21IsInTheKeyNotInProvenance) {
   auto b = base_words();
   b[10] |= 0x20;  // word 2 bit 21
   const DecodeResult r = decode(b.data());
   ASSERT_TRUE(r.ok()) << r.not_a_map;
-  EXPECT_EQ(content_hash(b.data()), content_hash(base_words().data()));
+  EXPECT_NE(content_hash(b.data()), content_hash(base_words().data()));
+  EXPECT_EQ(provenance_hash(b.data()), provenance_hash(base_words().data()));
+  EXPECT_EQ(provenance_hash(b.data()), content_hash(base_words().data()));
 }
 
 TEST(Decode, HashSeesEveryOtherBit) {

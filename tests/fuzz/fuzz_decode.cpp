@@ -6,14 +6,35 @@
 #include <cstring>
 
 #include "tmaguard/checks.h"
+#include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size >= 128) {
     const tmaguard::TensorMapParam p{{1, 0}, tmaguard::decode(data)};
     (void)tmaguard::content_hash(data);
+    (void)tmaguard::provenance_hash(data);
     std::vector<tmaguard::Finding> out;
     for (const int major : {0, 9, 10}) tmaguard::check_descriptor("fuzz", p, tmaguard::Arch{major, 0}, out);
+    // Where only the fields the TMA unit reads count, bytes the strict convention accepts read the same.
+    const tmaguard::TensorMapParam hw{{1, 0}, tmaguard::decode(data, tmaguard::Convention::kHardware)};
+    if (p.decoded.ok()) {
+      const auto &a = p.decoded.view, &b = hw.decoded.view;
+      if (!hw.decoded.ok() || a.address != b.address || a.rank != b.rank || a.dtype != b.dtype || a.dims != b.dims ||
+          a.strides != b.strides || a.box != b.box || a.element_strides != b.element_strides || a.swizzle != b.swizzle ||
+          a.interleave != b.interleave || b.ignored_words != 0)
+        std::abort();
+    }
+    for (const int major : {0, 9, 10}) tmaguard::check_descriptor("fuzz", hw, tmaguard::Arch{major, 0}, out);
+    // Where maps are only searched for, a map in a form without the driver's redundant words can draw no error.
+    for (const auto e : {tmaguard::MapEvidence::kParameter, tmaguard::MapEvidence::kDeviceMemory}) {
+      const tmaguard::TensorMapParam m{{1, 0}, tmaguard::read_map(data, e)};
+      if (!m.decoded.ok() || m.decoded.view.encoder == tmaguard::Encoder::kDriver) continue;
+      std::vector<tmaguard::Finding> found;
+      tmaguard::check_descriptor("fuzz", m, tmaguard::Arch{9, 0}, found);
+      for (const auto& f : found)
+        if (f.severity == tmaguard::Severity::kError) std::abort();
+    }
   }
   tmaguard::EncodeArgs a;
   if (size < 8) return 0;

@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& s : found.maps) {
     if (s.param >= layout.sizes.size() || s.offset + tmaguard::kTensorMapBytes > layout.sizes[s.param]) __builtin_trap();
     const uint8_t* m = tmaguard::map_bytes(layout, s, args);
-    if (!m || !tmaguard::plausible_map(tmaguard::decode(m))) __builtin_trap();
+    if (!m || !tmaguard::read_map(m, tmaguard::MapEvidence::kInStruct).ok()) __builtin_trap();
   }
   for (const auto& s : found.watch)  // a watched place is readable and empty now
     if (!tmaguard::still_empty(layout, s, args)) __builtin_trap();
@@ -68,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!a) return 0;
   std::vector<tmaguard::TensorMapParam> maps;
   for (std::size_t i = 0; i < bytes.size(); ++i)
-    maps.push_back({slots[i], tmaguard::decode(bytes[i])});
+    maps.push_back({slots[i], tmaguard::read_map(bytes[i], i % 2 ? tmaguard::MapEvidence::kKnown
+                                                                : tmaguard::MapEvidence::kParameter)});
   static const auto rules = tmaguard::parse_rules(tmaguard::builtin_rules_text(), "built-in").rules;
   for (const char* k : {"kernel_FlashAttentionBackwardSm100_0", "plain"})
     (void)tmaguard::judge_launch(*rules, tmaguard::rules_for_kernel(*rules, k), k, maps, tmaguard::Arch{9, 0});
