@@ -392,7 +392,9 @@ Verdict report_findings(std::vector<Finding>& findings) {
       for (std::size_t i = 0; i < findings.size(); ++i) {
         const Finding& f = findings[i];
         if (f.severity == Severity::kError) ++rep->by_rule[f.rule];
-        const std::string key = f.rule + '\x1f' + f.kernel + '\x1f' + (f.place ? to_string(*f.place) : "-");
+        // A warning never hides a later error of the same rule at the same place (word 2 bit 21 decides which).
+        const std::string key = f.rule + '\x1f' + to_string(f.severity) + '\x1f' + f.kernel + '\x1f' +
+                                (f.place ? to_string(*f.place) : "-");
         if (rep->seen[key]++ > 0) continue;
         emit_locked(*rep, render_finding(f, context(*rep), actions[i], rep->cfg.format));
       }

@@ -21,6 +21,14 @@ json first_n(const A& a, uint32_t n) {
   return j;
 }
 
+// The words of view.ignored_words, in order.
+std::vector<int> ignored_word_list(uint32_t mask) {
+  std::vector<int> out;
+  for (int i = 0; i < 32; ++i)
+    if (mask & (1u << i)) out.push_back(i);
+  return out;
+}
+
 json map_json(const TensorMapView& v) {
   json j;
   j["kind"] = v.kind == MapKind::kTiled ? "tiled" : "im2col";
@@ -47,6 +55,7 @@ json map_json(const TensorMapView& v) {
   j["encoder"] = to_string(v.encoder);
   if (v.large_tensor_flag()) j["large_tensor_flag"] = true;
   if (v.stale_strides_past_rank) j["stale_strides_past_rank"] = true;
+  if (v.ignored_words) j["ignored_words"] = ignored_word_list(v.ignored_words);
   return j;
 }
 
@@ -65,6 +74,9 @@ std::string map_text(const TensorMapView& v) {
   if (v.encoder == Encoder::kCuteDsl) s += " (word 2 bit 1; no tile-size or swizzle-span word)";
   if (v.encoder == Encoder::kDeviceBuilt) s += " (tensormap.replace; no tile-size or swizzle-span word)";
   if (v.large_tensor_flag()) s += " large-tensor flag (word 2 bit 21)";
+  if (v.ignored_words)
+    s += fmt::format(" (words the TMA unit does not read hold values: {})",
+                     fmt::join(ignored_word_list(v.ignored_words), ", "));
   return s;
 }
 

@@ -87,5 +87,6 @@ const std::vector<Scenario>& fa4_scenarios();
 const std::vector<Scenario>& struct_scenarios();
 const std::vector<Scenario>& fail_closed_scenarios();
 const std::vector<Scenario>& device_scenarios();
+const std::vector<Scenario>& evidence_scenarios();
 
 }  // namespace client
