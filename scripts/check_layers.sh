@@ -44,7 +44,7 @@ layers=(
   "runtime"                                         # initialisation, armed(), the rules in force
   "intercept kernel_cache"                          # the wrapper entry; kernel facts
   "launch_check device_audit"                       # collect -> judge -> report; maps read back after a kernel
-  "hooks_launch hooks_graph hooks_encode hooks_getproc hooks_dlsym hooks_module"  # the wrappers
+  "hooks_launch hooks_graph hooks_encode hooks_getproc hooks_dlsym hooks_module hooks_memory"  # the wrappers
 )
 declare -A level
 for i in "${!layers[@]}"; do for u in ${layers[$i]}; do level[$u]=$i; done; done

@@ -1,6 +1,7 @@
 // tmaguard shim: allocation ranges from cuPointerGetAttribute(s), with the encode wrappers' small cache.
 #include "allocations.h"
 
+#include <atomic>
 #include <mutex>
 
 #include "driver.h"
@@ -63,11 +64,63 @@ bool device_allocation(uint64_t addr, Range* out) {
   return true;
 }
 
-Range mapped_through(Range r, uint64_t end) {
+Range mapped_through(Range r, uint64_t end, uint64_t epoch) {
   Range next;
-  for (int i = 0; i < 64 && r.end < end && allocation_now(r.end, &next) == Allocation::kFound && next.start == r.end; ++i)
+  for (int i = 0; i < 64 && r.end < end && allocation_at(r.end, epoch, &next) == Allocation::kFound &&
+                  next.start == r.end;
+       ++i)
     r.end = next.end;
   return r;
+}
+
+namespace {
+
+constexpr uint64_t kJournal = 1024;
+struct Freed {
+  uint64_t start, end;
+};
+std::atomic<int> g_reads{0};
+std::mutex g_journal_mu;
+Freed g_journal[kJournal];  // the e-th free journaled (from 0) at e % kJournal
+uint64_t g_journaled = 0;   // under g_journal_mu
+
+std::mutex& journal_lock() {
+  register_fork_lock(ForkLock::kFreeJournal, {[] { g_journal_mu.lock(); }, [] { g_journal_mu.unlock(); }, [] {
+                       g_reads.store(0, std::memory_order_relaxed);  // the child has none of its parent's reads
+                       g_journal_mu.unlock();
+                     }});
+  return g_journal_mu;
+}
+
+}  // namespace
+
+void journal_reads(int delta) { g_reads.fetch_add(delta, std::memory_order_acq_rel); }
+bool journal_wanted() { return g_reads.load(std::memory_order_relaxed) > 0; }
+
+void journal_free(uint64_t start, uint64_t end) {
+  std::lock_guard<std::mutex> lock(journal_lock());
+  g_journal[g_journaled % kJournal] = {start, end};
+  ++g_journaled;
+}
+
+uint64_t journal_epoch() {
+  std::lock_guard<std::mutex> lock(journal_lock());
+  return g_journaled;
+}
+
+Allocation allocation_at(uint64_t addr, uint64_t epoch, Range* out) {
+  if (epoch != kAllocationsNow) {
+    std::lock_guard<std::mutex> lock(journal_lock());
+    if (g_journaled - epoch > kJournal) return Allocation::kUnknown;
+    for (uint64_t e = epoch; e < g_journaled; ++e) {
+      const Freed& f = g_journal[e % kJournal];
+      if (addr >= f.start && addr < f.end) {
+        *out = {f.start, f.end};
+        return Allocation::kFound;
+      }
+    }
+  }
+  return device_allocation(addr, out) ? Allocation::kFound : Allocation::kNotAllocated;
 }
 
 }  // namespace tmaguard

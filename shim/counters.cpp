@@ -86,6 +86,7 @@ const char* to_string(AuditSkip s) {
     case AuditSkip::kNoPinnedMemory: return "no pinned host memory";
     case AuditSkip::kCopyRefused: return "copy refused by the driver";
     case AuditSkip::kUnfinishedAtExit: return "not finished at exit";
+    case AuditSkip::kAllocationForgotten: return "map's allocation freed since the read and no longer journaled";
     default: return "?";
   }
 }

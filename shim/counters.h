@@ -26,7 +26,15 @@ void count_unchecked(Unchecked why);  // async-signal-safe (one atomic add)
 uint64_t unchecked_count(Unchecked why);
 
 //! The device-map audit's counts (device_audit.cpp), process-wide; the child of a fork starts from zero.
-enum class AuditSkip : int { kCapturing, kBusy, kNoPinnedMemory, kCopyRefused, kUnfinishedAtExit, kCount };
+enum class AuditSkip : int {
+  kCapturing,
+  kBusy,
+  kNoPinnedMemory,
+  kCopyRefused,
+  kUnfinishedAtExit,
+  kAllocationForgotten,
+  kCount
+};
 const char* to_string(AuditSkip s);
 struct AuditCounts {
   uint64_t launches_audited = 0, buffers_read = 0, maps_found = 0;

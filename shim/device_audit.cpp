@@ -45,6 +45,9 @@ struct Slot {
   std::size_t bytes = 0;
   bool last_of_launch = false;  // the launch's last read (the launch counts as audited once its reads are judged)
   Geometry geometry{};          // the launch's grid and block (inspect records)
+  uint64_t epoch = 0;           // the free journal's epoch when the read was queued (allocations.h)
+  uint64_t generation = 0;      // bumped each time the slot is queued: a poll of an older read never claims it
+  bool claimed = false;         // being judged (by the worker, or by a launch waiting for a slot)
 };
 
 // Process-wide state; g_mu guards everything but the slots' own fields while a read is in flight (only the worker
@@ -105,7 +108,12 @@ void examine(const Slot& s) {
     // Only a map whose tensor lies in device memory the driver allocated counts (bytes that merely look like one
     // elsewhere do not).
     Range r;
-    if (!device_allocation(w.decoded.view.address, &r)) continue;
+    const Allocation then = allocation_at(w.decoded.view.address, s.epoch, &r);
+    if (then == Allocation::kUnknown) {  // freed since the read, and the journal no longer says what it was
+      audit_skipped(AuditSkip::kAllocationForgotten);
+      continue;
+    }
+    if (then != Allocation::kFound) continue;
     TensorMapParam m;
     m.place = MapPlace::device(s.pointer.param, s.pointer.offset, w.at);
     m.decoded = std::move(w.decoded);
@@ -113,7 +121,7 @@ void examine(const Slot& s) {
     // The bytes the map covers, past the allocation its address lies in and any that follow it without a gap (no
     // claim for a template or a map built on address arithmetic: map_range says which).
     const std::optional<ByteRange> span = template_map(v) ? std::nullopt : map_range(v.encode_args());
-    const uint64_t end = span ? mapped_through(r, span->end).end : 0;
+    const uint64_t end = span ? mapped_through(r, span->end, s.epoch).end : 0;
     if (span && span->end > end) {
       Finding f = make_finding("tmap-beyond-allocation", Severity::kError, k.name, "param " + to_string(m.place), &m);
       f.expected = fmt::format("the tensor the map describes ({} bytes from 0x{:x}) inside its allocation "
@@ -163,6 +171,36 @@ void nap(long ns) {
   nanosleep(&t, nullptr);
 }
 
+// Caller holds g_mu. Claims the slot for judging when it still holds the read a poll saw (`generation`) and nobody
+// judges it yet.
+bool claim_slot(int i, uint64_t generation) {
+  Slot& s = g_slots[i];
+  if (s.claimed || s.generation != generation ||
+      std::find(g_pending->begin(), g_pending->end(), i) == g_pending->end())
+    return false;
+  s.claimed = true;
+  return true;
+}
+
+// Caller holds g_mu. The slot's read is judged: the slot is free again.
+void release_slot(int i) {
+  g_pending->erase(std::find(g_pending->begin(), g_pending->end(), i));
+  g_slots[i].kernel = nullptr;
+  g_slots[i].claimed = false;
+  g_free->push_back(i);
+  journal_reads(-1);
+}
+
+// Judges a claimed slot's read (no lock held): a read whose event failed is dropped unjudged.
+void judge_claimed(Slot& s, CUresult event_state) {
+  if (event_state != CUDA_SUCCESS) return;
+  try {
+    examine(s);
+  } catch (...) {
+    // a record that cannot be built is lost, never the job
+  }
+}
+
 void* worker(void*) {
   t_hot.hook_depth = 1;  // whatever this thread calls passes through tmaguard's wrappers
   auto exchange = TG_REAL(cuThreadExchangeStreamCaptureMode);
@@ -173,7 +211,7 @@ void* worker(void*) {
   CUcontext current = nullptr;
   long pause = 20 * 1000;
   for (;;) {
-    std::vector<int> in_flight;
+    std::vector<std::pair<int, uint64_t>> in_flight;
     {
       std::unique_lock<std::mutex> lock(g_mu);
       g_cv->wait(lock, [] { return g_stopping || (g_pending && !g_pending->empty()); });
@@ -182,24 +220,27 @@ void* worker(void*) {
         g_cv->notify_all();
         return nullptr;
       }
-      in_flight.assign(g_pending->begin(), g_pending->end());
+      for (const int i : *g_pending)
+        if (!g_slots[i].claimed) in_flight.emplace_back(i, g_slots[i].generation);
     }
     // Every read in flight is polled, never waited on: the job's streams are never synchronised, a slow stream holds
-    // up no other, and the exit drain can stop the worker. A read whose event failed is dropped unjudged.
-    std::vector<int> done;
-    for (const int i : in_flight) {
+    // up no other, and the exit drain can stop the worker.
+    std::vector<std::pair<int, CUresult>> done;
+    for (const auto& [i, generation] : in_flight) {
       Slot& s = g_slots[i];
-      if (s.ctx != current && set_ctx && set_ctx(s.ctx) == CUDA_SUCCESS) current = s.ctx;
-      const CUresult rc = query ? query(s.event) : CUDA_ERROR_NOT_FOUND;
-      if (rc == CUDA_ERROR_NOT_READY) continue;
-      if (rc == CUDA_SUCCESS) {
-        try {
-          examine(s);
-        } catch (...) {
-          // a record that cannot be built is lost, never the job
-        }
+      CUcontext ctx;
+      CUevent event;
+      {
+        std::lock_guard<std::mutex> lock(g_mu);
+        if (s.claimed || s.generation != generation) continue;  // a launch waiting for a slot took it
+        ctx = s.ctx;
+        event = s.event;
       }
-      done.push_back(i);
+      if (ctx != current && set_ctx && set_ctx(ctx) == CUDA_SUCCESS) current = ctx;
+      const CUresult rc = query ? query(event) : CUDA_ERROR_NOT_FOUND;
+      if (rc == CUDA_ERROR_NOT_READY) continue;
+      std::lock_guard<std::mutex> lock(g_mu);
+      if (claim_slot(i, generation)) done.emplace_back(i, rc);
     }
     if (done.empty()) {
       nap(pause);
@@ -207,12 +248,9 @@ void* worker(void*) {
       continue;
     }
     pause = 20 * 1000;
+    for (const auto& [i, rc] : done) judge_claimed(g_slots[i], rc);
     std::lock_guard<std::mutex> lock(g_mu);
-    for (const int i : done) {
-      g_pending->erase(std::find(g_pending->begin(), g_pending->end(), i));
-      g_slots[i].kernel = nullptr;
-      g_free->push_back(i);
-    }
+    for (const auto& [i, rc] : done) release_slot(i);
     g_cv->notify_all();
   }
 }
@@ -265,6 +303,40 @@ bool ready_locked() {
     pthread_attr_destroy(&attr);
   }
   return g_worker_running;
+}
+
+// Caller holds g_mu (through `lock`). TMAGUARD_DEVICE_AUDIT=all with every slot in flight: the oldest read of the
+// launch's context is waited for (its event polled, at most kAllWait) and judged here, which frees its slot. A read
+// that does not finish in time is left to the worker (and the launch's read is counted as skipped).
+constexpr auto kAllWait = std::chrono::seconds(10);
+void judge_oldest_read(std::unique_lock<std::mutex>& lock, CUcontext ctx) {
+  int idx = -1;
+  for (const int i : *g_pending)
+    if (!g_slots[i].claimed && g_slots[i].ctx == ctx) {
+      idx = i;
+      break;
+    }
+  auto query = TG_REAL(cuEventQuery);
+  if (idx < 0 || !query) return;
+  Slot& s = g_slots[idx];
+  s.claimed = true;
+  const CUevent event = s.event;
+  lock.unlock();
+  const auto deadline = std::chrono::steady_clock::now() + kAllWait;
+  long pause = 1000;
+  CUresult rc;
+  while ((rc = query(event)) == CUDA_ERROR_NOT_READY && std::chrono::steady_clock::now() < deadline) {
+    nap(pause);
+    pause = std::min(pause * 2, 1000L * 1000);
+  }
+  if (rc != CUDA_ERROR_NOT_READY) judge_claimed(s, rc);
+  lock.lock();
+  if (rc == CUDA_ERROR_NOT_READY) {
+    s.claimed = false;
+    return;
+  }
+  release_slot(idx);
+  g_cv->notify_all();
 }
 
 // A launch's share of the audit budget: false when its kernel's audits are used up.
@@ -326,15 +398,19 @@ void audit_after_launch(const KernelInfo& k, const Geometry& g, void** kernel_pa
   }
   CUcontext ctx = nullptr;
   if (auto get = TG_REAL(cuCtxGetCurrent)) get(&ctx);
-  std::lock_guard<std::mutex> lock(audit_lock());
+  std::unique_lock<std::mutex> lock(audit_lock());
   if (!ready_locked()) {  // said once; this kernel's launches are not audited again
     audit_skipped(AuditSkip::kNoPinnedMemory);
     k.audits_left.store(0, std::memory_order_relaxed);
     return;
   }
+  const bool every = k.audits_left.load(std::memory_order_relaxed) == kAuditEveryLaunch;
   int last = -1;              // this launch's last read
   bool all_busy = false;      // no slot for any read: the launch leaves the kernel's audits for a later one
   for (std::size_t i = 0; i < reads.size(); ++i) {
+    // TMAGUARD_DEVICE_AUDIT=all audits every launch: with every slot in flight, this launch waits for the oldest read
+    // (bounded) and judges it itself.
+    if (g_free->empty() && every) judge_oldest_read(lock, ctx);
     if (g_free->empty()) {
       audit_skipped(AuditSkip::kBusy, reads.size() - i);
       all_busy = i == 0;
@@ -358,17 +434,25 @@ void audit_after_launch(const KernelInfo& k, const Geometry& g, void** kernel_pa
       }
       s.event_ctx = ctx;
     }
+    // Frees are journaled from before the copy is queued until its read is judged (allocations.h).
+    journal_reads(+1);
+    const uint64_t epoch = journal_epoch();
     if (copy(s.host, static_cast<CUdeviceptr>(reads[i].address), reads[i].bytes, stream) != CUDA_SUCCESS) {
+      journal_reads(-1);
       audit_skipped(AuditSkip::kCopyRefused);
       continue;
     }
     if (record(s.event, stream) != CUDA_SUCCESS) {
       // The copy is queued but its end cannot be known: the slot is never reused.
       g_free->pop_back();
+      journal_reads(-1);
       audit_skipped(AuditSkip::kCopyRefused);
       continue;
     }
     g_free->pop_back();
+    s.epoch = epoch;
+    ++s.generation;
+    s.claimed = false;
     s.ctx = ctx;
     s.kernel = &k;
     s.pointer = reads[i].pointer;

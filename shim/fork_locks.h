@@ -13,7 +13,8 @@ enum class ForkLock : int {
   kCounters,          // counters.cpp: the thread registry
   kAllocationRanges,  // hooks_encode.cpp: the allocation-range cache (a leaf)
   kDeviceArch,        // device_arch.cpp: compute capability per context (a leaf)
-  kDeviceAudit,       // device_audit.cpp: the read-back slots and their queue (a leaf)
+  kDeviceAudit,       // device_audit.cpp: the read-back slots and their queue (takes the free journal's)
+  kFreeJournal,       // allocations.cpp: the frees journaled while device-audit reads are in flight (a leaf)
   kCount
 };
 

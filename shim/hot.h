@@ -29,7 +29,7 @@ struct alignas(64) HotGlobals {
   std::atomic<Mode> mode;              // valid once armed
   std::atomic<uint32_t> kernel_epoch;  // bumped whenever kernel facts are replaced (a module/library unload, a
                                        // deferred struct search): per-thread caches must be dropped
-  std::atomic<void*> real[48];         // the real driver's functions by EntryId (driver.h: kNotLookedUp, kMissing)
+  std::atomic<void*> real[64];         // the real driver's functions by EntryId (driver.h: kNotLookedUp, kMissing)
 };
 extern HotGlobals g_hot;
 

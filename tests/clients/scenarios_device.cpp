@@ -12,6 +12,10 @@
 //     TG_DEVICE_SCRATCH=host     the scratch "pointer" is ordinary host memory; =pinned: pinned host memory
 //     TG_DEVICE_CAPTURE=1        every launch goes to a stream being captured into a graph
 //     TG_DEVICE_THREADS=N        N threads launch at once (each its own kernel and buffers)
+//     TG_DEVICE_FREE_OUT=free    each launch gets a fresh `out`, freed right after the launch (before the worker
+//                                judges what was read); =smaller: its address then goes to a smaller allocation
+//     TG_DEVICE_BURST=N          N healthy launches, then one whose store map reaches past `out` (TG_DEVICE_BAD
+//                                does not apply)
 //   device_fork   the parent's kernel is audited twice (the worker runs), then the process forks: the child makes its
 //                 own kernel and buffers (TG_DEVICE_BAD applies to the child only) and launches 6 times, then the
 //                 parent launches 6 more
@@ -138,7 +142,16 @@ void launches(int n, const std::string& bad_env) {
       scratch = alloc(kPrograms * 256);
     }
     k.values[3] = bytes(&scratch, 8);
+    const std::string free_out = env("TG_DEVICE_FREE_OUT");
+    if (!free_out.empty()) {  // a fresh `out` for this launch, freed right after it
+      out = alloc(kRows * kCols * 2);
+      k.values[1] = bytes(&out, 8);
+    }
     launch(k);
+    if (!free_out.empty()) {
+      release(out);
+      if (free_out == "smaller") alloc(kRows * kCols);  // the freed address, handed to a smaller allocation
+    }
     if (where.empty() && env("TG_DEVICE_FREE") == "1") {
       release(scratch);
       // The freed block is reused at once and overwritten: what tmaguard judges must be what the kernel wrote.
@@ -154,6 +167,11 @@ int device_desc() {
     auto begin = reinterpret_cast<PFN_cuStreamBeginCapture_v10010>(dlsym(g_lib, "cuStreamBeginCapture_v2"));
     g_stream = reinterpret_cast<CUstream>(0x7700);
     if (!begin || begin(g_stream, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS) die("capture failed");
+  }
+  if (const int burst = std::atoi(env("TG_DEVICE_BURST").c_str()); burst > 0) {
+    launches(burst, "");
+    launches(1, "beyond");
+    return report_and_finish();
   }
   const int threads = std::atoi(env("TG_DEVICE_THREADS").c_str());
   if (threads > 1) {

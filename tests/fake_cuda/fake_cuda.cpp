@@ -34,7 +34,6 @@
   X(cuGetErrorString, PFN_cuGetErrorString_v6000)           \
   X(cuKernelGetFunction, PFN_cuKernelGetFunction_v12000)    \
   X(cuMemAlloc_v2, PFN_cuMemAlloc_v3020)                    \
-  X(cuMemFree_v2, PFN_cuMemFree_v3020)                      \
   X(cuMemFreeHost, PFN_cuMemFreeHost_v2000)                 \
   X(cuStreamBeginCapture_v2, PFN_cuStreamBeginCapture_v10010) \
   X(cuStreamEndCapture, PFN_cuStreamEndCapture_v10000)
@@ -568,7 +567,8 @@ CUresult fake_cuGraphExecNodeSetParams(CUgraphExec, CUgraphNode, CUgraphNodePara
 
 // Memory. A "device" allocation is host memory the stand-in hands out (cuMemAlloc) or a test declares
 // (fakecuda_register_memory); kernels "run" on the host, so a device pointer is also a host pointer. cuMemFree
-// poisons a block (0xdd) before it is reused: what tmaguard reads must have been copied while the block was live.
+// poisons a block (0xdd) before it is reused: what tmaguard reads must have been copied while the block was live. A
+// freed block's address is handed out again by the next allocation of its size or smaller.
 namespace {
 struct Block {
   unsigned long long start, end;
@@ -619,9 +619,9 @@ CUresult fake_cuMemAlloc_v2(CUdeviceptr* out, size_t size) {
   if (!out || size == 0) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(g_mu);
   void* p = nullptr;
-  if (g_freed)
+  if (g_freed)  // a freed block is reused for an allocation of its size or smaller (its address handed out again)
     for (auto it = g_freed->begin(); it != g_freed->end(); ++it)
-      if (it->second == size) {
+      if (it->second >= size) {
         p = it->first;
         g_freed->erase(it);
         break;
@@ -645,6 +645,21 @@ CUresult fake_cuMemFree_v2(CUdeviceptr p) {
         return CUDA_SUCCESS;
       }
   return CUDA_ERROR_INVALID_VALUE;
+}
+// Stream order is program order here: an async free frees at once.
+CUresult fake_cuMemFreeAsync(CUdeviceptr p, CUstream) { return fake_cuMemFree_v2(p); }
+CUresult fake_cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream) { return fake_cuMemFree_v2(p); }
+// Unmapping a range a test declared (fakecuda_register_memory: PyTorch's expandable segments map pieces this way)
+// forgets the declared blocks inside it.
+CUresult fake_cuMemUnmap(CUdeviceptr p, size_t size) {
+  if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_memory) return CUDA_ERROR_INVALID_VALUE;
+  const auto before = g_memory->size();
+  g_memory->erase(std::remove_if(g_memory->begin(), g_memory->end(),
+                                 [&](const Block& b) { return !b.backed && b.start >= p && b.end <= p + size; }),
+                  g_memory->end());
+  return g_memory->size() < before ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult fake_cuMemHostAlloc(void** out, size_t size, unsigned int) {
   if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;

@@ -119,6 +119,43 @@ TEST(DeviceMaps, WhatIsJudgedIsWhatTheKernelWroteEvenWhenTheBufferIsFreedAndReus
   EXPECT_EQ(audit_of(ok)["maps_found"], 8);
 }
 
+// The maps read back are judged against the allocations as they were when the bytes were read, not when the worker
+// looks (events report "not ready" 50 times, so the job has freed `out` by then): a bad map whose tensor was freed
+// right after the kernel is still found, and a healthy one whose tensor's address went to a smaller allocation in
+// between is still clean (abort mode: a false tmap-beyond-allocation would kill the job).
+TEST(DeviceMaps, MapsAreJudgedAgainstTheAllocationsAsTheyWereWhenRead) {
+  for (const char* how : {"free", "smaller"}) {
+    const ClientRun ok = run({{"TG_DEVICE_FREE_OUT", how}, {"FAKECUDA_EVENT_POLLS", "50"}, {"TMAGUARD_MODE", "abort"}});
+    ASSERT_TRUE(ok.p.exited && ok.p.code == 0) << how << "\n" << describe(ok);
+    EXPECT_TRUE(ok.events("violation").empty() && ok.events("warning").empty()) << how << "\n" << describe(ok);
+    EXPECT_EQ(audit_of(ok)["maps_found"], 8) << how << "\n" << describe(ok);
+    const ClientRun bad = run({{"TG_DEVICE_FREE_OUT", how}, {"TG_DEVICE_BAD", "beyond"}, {"FAKECUDA_EVENT_POLLS", "50"},
+                               {"TMAGUARD_MODE", "log"}});
+    ASSERT_TRUE(bad.p.exited && bad.p.code == 0) << how << "\n" << describe(bad);
+    ASSERT_EQ(bad.events("violation").size(), 1u) << how << "\n" << describe(bad);
+    EXPECT_EQ(bad.events("violation")[0]["rule"], "tmap-beyond-allocation");
+    EXPECT_EQ(bad.events("summary").back()["violations"]["tmap-beyond-allocation"], 4) << describe(bad);
+  }
+}
+
+// TMAGUARD_DEVICE_AUDIT=all audits every launch: a bad map right after a burst of 1000 launches is found, and every
+// launch is counted as audited (a launch that finds every read slot in flight waits for the oldest read).
+TEST(DeviceMaps, AllMeansEveryLaunch) {
+  ProcessOptions opt;
+  opt.timeout_s = 120;
+  const ClientRun r = run_client({"getproc", "launch", "device_desc"},
+                                 {{"TG_DEVICE_BURST", "1000"}, {"TMAGUARD_DEVICE_AUDIT", "all"}, {"TMAGUARD_MODE", "log"}},
+                                 false, true, opt);
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 1001);
+  ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("violation")[0]["rule"], "tmap-beyond-allocation");
+  const json a = audit_of(r);
+  EXPECT_EQ(a["launches_audited"], 1001) << a.dump();
+  EXPECT_EQ(a["buffers_read"], 3003) << a.dump();
+  EXPECT_FALSE(a["skipped"].contains("read-back slots all in use")) << a.dump();
+}
+
 // A tensor across two allocations that follow each other without a gap is one span (PyTorch's expandable segments);
 // a map reaching past both is still past its allocation.
 TEST(DeviceMaps, AdjacentAllocationsAreOneSpan) {
