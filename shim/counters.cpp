@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <atomic>
@@ -134,6 +135,14 @@ void register_thread() {
   g_threads->push_back(&t_hot);
   t_hot.registered = 1;
   pthread_setspecific(g_key, &t_hot);
+}
+
+uint32_t oldest_thread_epoch(uint32_t now) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  uint32_t behind = 0;  // how far the furthest thread is behind `now` (epochs wrap around)
+  if (g_threads)
+    for (const ThreadHot* t : *g_threads) behind = std::max(behind, now - t->kernel_epoch.load(std::memory_order_acquire));
+  return now - behind;
 }
 
 Counts counts_total() {

@@ -17,6 +17,9 @@ bool counters_init();
 void register_thread();
 //! Every thread's counts added up, exited threads included.
 Counts counts_total();
+//! The oldest kernel epoch (HotGlobals::kernel_epoch) a registered thread last saw, `now` when there is none: facts
+//! forgotten at that epoch or before are held by no thread (kernel_cache.cpp frees them).
+uint32_t oldest_thread_epoch(uint32_t now);
 
 //! Launches that tmaguard did not get to check, by why (the summary's launches_not_checked), process-wide; the child
 //! of a fork starts from zero.

@@ -185,6 +185,7 @@ bool claim_slot(int i, uint64_t generation) {
 // Caller holds g_mu. The slot's read is judged: the slot is free again.
 void release_slot(int i) {
   g_pending->erase(std::find(g_pending->begin(), g_pending->end(), i));
+  if (g_slots[i].kernel) g_slots[i].kernel->pins.fetch_sub(1, std::memory_order_acq_rel);
   g_slots[i].kernel = nullptr;
   g_slots[i].claimed = false;
   g_free->push_back(i);
@@ -454,6 +455,7 @@ void audit_after_launch(const KernelInfo& k, const Geometry& g, void** kernel_pa
     ++s.generation;
     s.claimed = false;
     s.ctx = ctx;
+    k.pins.fetch_add(1, std::memory_order_acq_rel);  // these facts outlive an unload until the read is judged
     s.kernel = &k;
     s.pointer = reads[i].pointer;
     s.address = reads[i].address;

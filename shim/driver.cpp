@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -90,8 +91,11 @@ void* libcuda_handle(bool load) {
     if (job && mine != job) {
       if (mine) dlclose(mine);
       h = job;
-      const std::string what = access(named, F_OK) == 0 ? "names a second copy of the CUDA driver"
-                                                        : std::string("names no file (") + std::strerror(errno) + ")";
+      struct stat st;
+      const std::string what = stat(named, &st) != 0 ? std::string("names no file (") + std::strerror(errno) + ")"
+                               : S_ISDIR(st.st_mode) ? "names a directory, not a driver library"
+                               : !S_ISREG(st.st_mode) ? "names something that is not a library file"
+                                                      : "names another file than the CUDA driver the job loaded";
       say_second_copy(std::string("TMAGUARD_LIBCUDA='") + named + "' " + what + "; the job uses '" + object_path(job) +
                       "' (loaded as libcuda.so.1), and tmaguard guards that one");
     } else {

@@ -23,7 +23,7 @@ namespace {
 __attribute__((always_inline)) inline bool caches_usable() {
   return t_hot.hook_depth == 0 && g_hot.state.load(std::memory_order_acquire) == kArmed &&
          g_hot.mode.load(std::memory_order_relaxed) != Mode::kInspect &&
-         t_hot.kernel_epoch == g_hot.kernel_epoch.load(std::memory_order_relaxed);
+         t_hot.kernel_epoch.load(std::memory_order_relaxed) == g_hot.kernel_epoch.load(std::memory_order_relaxed);
 }
 
 // A clean launch of the entry's kernel seen again by its key (the maps' bytes differ from the entry's copy, or were

@@ -82,7 +82,8 @@ struct alignas(64) CleanBlock {
 struct alignas(64) ThreadHot {
   int hook_depth;
   int registered;         // counted in the summary (registered with the thread registry)
-  uint32_t kernel_epoch;  // HotGlobals::kernel_epoch when `front` was last known valid
+  std::atomic<uint32_t> kernel_epoch;  // HotGlobals::kernel_epoch when `front` was last known valid (read by the
+                                       // thread that frees forgotten kernel facts: kernel_cache.cpp)
   uint32_t nested_unreported;  // launches made inside another tmaguard call of this thread (a signal handler) that
                                // ran unchecked and were not said yet (said when the outer call ends: runtime.h)
   std::atomic<uint64_t> launches_seen;

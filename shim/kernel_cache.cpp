@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "counters.h"
 #include "driver.h"
 #include "fork_locks.h"
 #include "reporter.h"
@@ -41,6 +42,73 @@ std::mutex& overflow_lock() {
                      {[] { g_overflow_mu.lock(); }, [] { g_overflow_mu.unlock(); }, [] { g_overflow_mu.unlock(); }});
   return g_overflow_mu;
 }
+
+// ---- what an unload forgets, and when it is freed. Every kernel's facts are indexed by their owner (module or
+// library; nullptr when the driver does not say, and those are forgotten by any unload), so that an unload touches
+// its own kernels only. Forgotten facts are retired with the epoch that forgot them and freed once every thread that
+// launches has seen that epoch (none of them can hold them then: a thread drops its front cache when it sees a new
+// epoch, and launches with a stale epoch take no cache at all) and no device-audit read refers to them (pins).
+struct Indexed {
+  uintptr_t key;
+  std::size_t slot;  // in the table, unless `overflow`
+  bool overflow;
+};
+struct Retired {
+  const KernelInfo* info;
+  uint32_t epoch;
+};
+std::mutex g_index_mu;
+std::unordered_map<const void*, std::vector<Indexed>>* g_by_owner = nullptr;  // under g_index_mu
+std::vector<Retired>* g_retired = nullptr;                                    // under g_index_mu
+std::atomic<bool> g_retired_any{false};
+
+std::mutex& index_lock() {
+  register_fork_lock(ForkLock::kKernelIndex,
+                     {[] { g_index_mu.lock(); }, [] { g_index_mu.unlock(); }, [] { g_index_mu.unlock(); }});
+  return g_index_mu;
+}
+
+void index_insert(const KernelInfo* k, uintptr_t key, std::size_t slot, bool overflow) {
+  std::lock_guard<std::mutex> lock(index_lock());
+  if (!g_by_owner) g_by_owner = new std::unordered_map<const void*, std::vector<Indexed>>;
+  (*g_by_owner)[k->owner].push_back({key, slot, overflow});
+}
+
+// Frees what no thread can hold any more.
+void reclaim() {
+  std::vector<const KernelInfo*> doomed;
+  {
+    std::lock_guard<std::mutex> lock(index_lock());
+    if (!g_retired || g_retired->empty()) return;
+    const uint32_t now = g_hot.kernel_epoch.load(std::memory_order_acquire);
+    const uint32_t oldest = oldest_thread_epoch(now);
+    auto keep = g_retired->begin();
+    for (const Retired& r : *g_retired) {
+      if (static_cast<int32_t>(oldest - r.epoch) >= 0 && r.info->pins.load(std::memory_order_acquire) == 0)
+        doomed.push_back(r.info);
+      else
+        *keep++ = r;
+    }
+    g_retired->erase(keep, g_retired->end());
+    g_retired_any.store(!g_retired->empty(), std::memory_order_relaxed);
+  }
+  for (const KernelInfo* k : doomed) delete k;
+}
+
+// Retires facts no table slot holds any more, with the epoch that made every thread drop them (bumped before).
+void retire(const std::vector<const KernelInfo*>& gone, uint32_t epoch) {
+  if (gone.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(index_lock());
+    if (!g_retired) g_retired = new std::vector<Retired>;
+    for (const KernelInfo* k : gone) g_retired->push_back({k, epoch});
+    g_retired_any.store(true, std::memory_order_relaxed);
+  }
+  reclaim();
+}
+
+// A new epoch: every thread's front cache (and any KernelInfo pointer it took from it) must be dropped.
+uint32_t next_epoch() { return g_hot.kernel_epoch.fetch_add(1, std::memory_order_acq_rel) + 1; }
 
 Slot* slots() {
   Slot* s = g_slots_ptr.load(std::memory_order_acquire);
@@ -198,10 +266,11 @@ CleanSet g_clean[kCleanSets];
 FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
   // Kernel facts replaced since this thread last looked (an unload, a new search): any entry may be stale.
   const uint32_t epoch = g_hot.kernel_epoch.load(std::memory_order_acquire);
-  if (t_hot.kernel_epoch != epoch) {
+  if (t_hot.kernel_epoch.load(std::memory_order_relaxed) != epoch) {
     std::memset(static_cast<void*>(t_hot.front), 0, sizeof t_hot.front);
     forget_clean_keys(nullptr);
-    t_hot.kernel_epoch = epoch;
+    t_hot.kernel_epoch.store(epoch, std::memory_order_release);
+    if (g_retired_any.load(std::memory_order_relaxed)) reclaim();  // this thread no longer holds what was forgotten
   }
   FrontEntry& e = front_slot(f);
   if (e.f == f && e.info) return e;
@@ -312,7 +381,7 @@ const KernelInfo* research(CUfunction f, const KernelInfo* stale, const LaunchAr
     delete fresh;  // another thread searched (or an unload forgot the kernel) first
     return kernel_info(f, &args);
   }
-  g_hot.kernel_epoch.fetch_add(1, std::memory_order_acq_rel);  // every thread's front cache holds the old one
+  retire({stale}, next_epoch());  // every thread's front cache holds the old one
   return fresh;
 }
 
@@ -328,7 +397,10 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
       if (info == nullptr) break;          // another thread is filling it in: use the overflow map below (rare)
       const KernelInfo* built = build(f, args);  // forgotten after an unload: the handle now names another kernel
       const KernelInfo* expected = kDead;
-      if (table[i].info.compare_exchange_strong(expected, built, std::memory_order_acq_rel)) return built;
+      if (table[i].info.compare_exchange_strong(expected, built, std::memory_order_acq_rel)) {
+        index_insert(built, key, i, false);
+        return built;
+      }
       delete built;
       if (live(expected)) return expected;
       break;
@@ -340,6 +412,7 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
     if (table[i].key.compare_exchange_strong(expected, key, std::memory_order_acq_rel)) {
       g_used.fetch_add(1, std::memory_order_relaxed);
       table[i].info.store(built, std::memory_order_release);
+      index_insert(built, key, i, false);
       return built;
     }
     delete built;
@@ -351,6 +424,7 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
   if (it != g_overflow->end()) return it->second;
   const KernelInfo* built = build(f, args);
   (*g_overflow)[key] = built;
+  index_insert(built, key, 0, true);
   return built;
 }
 
@@ -358,20 +432,52 @@ void forget_kernels_of(const void* owner, const void* module) {
   auto doomed = [&](const KernelInfo* k) {
     return !owner || !k->owner || k->owner == owner || (module && k->owner == module);
   };
-  // The forgotten KernelInfo objects are not freed: another thread may be reading one right now.
-  if (Slot* table = g_slots_ptr.load(std::memory_order_acquire)) {
-    for (std::size_t i = 0; i < kSlots; ++i) {
-      const KernelInfo* k = table[i].info.load(std::memory_order_acquire);
-      if (live(k) && doomed(k)) table[i].info.compare_exchange_strong(k, kDead, std::memory_order_acq_rel);
+  std::vector<const KernelInfo*> gone;
+  Slot* table = g_slots_ptr.load(std::memory_order_acquire);
+  auto forget_slot = [&](std::size_t i) {
+    const KernelInfo* k = table[i].info.load(std::memory_order_acquire);
+    if (live(k) && doomed(k) && table[i].info.compare_exchange_strong(k, kDead, std::memory_order_acq_rel))
+      gone.push_back(k);
+  };
+  if (!owner) {  // the driver does not say whose kernels an unload frees: every kernel is forgotten
+    if (table)
+      for (std::size_t i = 0; i < kSlots; ++i) forget_slot(i);
+    {
+      std::lock_guard<std::mutex> lock(index_lock());
+      if (g_by_owner) g_by_owner->clear();
+    }
+    std::lock_guard<std::mutex> lock(overflow_lock());
+    if (g_overflow) {
+      for (const auto& entry : *g_overflow) gone.push_back(entry.second);
+      g_overflow->clear();
+    }
+  } else {
+    // The unloaded module's (and a library's context module's) kernels, and those whose owner is unknown.
+    std::vector<Indexed> places;
+    {
+      std::lock_guard<std::mutex> lock(index_lock());
+      if (g_by_owner)
+        for (const void* o : {owner, module, static_cast<const void*>(nullptr)}) {
+          const auto it = g_by_owner->find(o);
+          if (it == g_by_owner->end()) continue;
+          places.insert(places.end(), it->second.begin(), it->second.end());
+          g_by_owner->erase(it);
+        }
+    }
+    for (const Indexed& x : places) {
+      if (!x.overflow) {
+        if (table) forget_slot(x.slot);
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(overflow_lock());
+      if (!g_overflow) continue;
+      const auto it = g_overflow->find(x.key);
+      if (it == g_overflow->end() || !doomed(it->second)) continue;
+      gone.push_back(it->second);
+      g_overflow->erase(it);
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(overflow_lock());
-    if (g_overflow)
-      for (auto it = g_overflow->begin(); it != g_overflow->end();)
-        it = doomed(it->second) ? g_overflow->erase(it) : ++it;
-  }
-  g_hot.kernel_epoch.fetch_add(1, std::memory_order_acq_rel);
+  retire(gone, next_epoch());
 }
 
 void for_each_kernel(void (*fn)(const KernelInfo&)) {

@@ -37,6 +37,7 @@ struct KernelInfo {
   std::vector<int> device_rules;
   std::vector<MapPlace> pointers;
   mutable std::atomic<uint64_t> audits_left{0};
+  mutable std::atomic<int> pins{0};  // device-audit reads in flight that refer to these facts (never freed while any)
   mutable std::atomic<int> device_maps{0};  // the most maps one audited launch found in device memory
 
   // Inspect mode's census (what tmaguard could see over the run), updated by every inspected launch.
@@ -52,8 +53,9 @@ struct KernelInfo {
 };
 
 //! Facts for a launch handle (CUfunction, or a CUkernel passed where a CUfunction is expected). Never null.
-//! Read-mostly: a lock-free table, filled on a kernel's first launch. KernelInfo objects are never freed, so a
-//! pointer to one identifies one kernel for the life of the process (a handle may be reused after an unload).
+//! Read-mostly: a lock-free table, filled on a kernel's first launch. Facts an unload (or a new search) replaced are
+//! freed only once every thread that launches has seen the new epoch and no device-audit read refers to them, so a
+//! pointer a thread got from its front entry stays valid until it looks again.
 //! `args`: the launch's arguments, with which a kernel's first launch searches its parameters over 128 bytes for
 //! embedded maps (nullptr: no bytes to search; the search waits for the first launch that has them).
 const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args);

@@ -223,7 +223,9 @@ void report_nested() {
   const void* f = t_nested_f;
   if (!n || !f) return;
   try {
-    const std::string name = kernel_info(static_cast<CUfunction>(const_cast<void*>(f)), nullptr)->name;
+    // Through this thread's front cache, so that the facts stay alive while they are read (kernel_cache.h).
+    register_thread();
+    const std::string name = front_entry(static_cast<CUfunction>(const_cast<void*>(f)), nullptr).info->name;
     report_notice("nested|" + name, "not-checked",
                   std::to_string(n) + " launch(es) of kernel " + name +
                       " ran unchecked: they were made while their thread was inside another tmaguard call (a signal "

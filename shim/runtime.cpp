@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <memory>
 #include <vector>
@@ -64,7 +65,11 @@ bool init() {
   // In a secure-execution process (setuid, setgid, capabilities) the environment belongs to a less privileged
   // user: a log path or a rules file named there is not followed (parse_config says so).
   const bool secure = getauxval(AT_SECURE) != 0;
-  const ConfigResult parsed = parse_config([](const char* n) { return std::getenv(n); }, secure);
+  std::vector<std::string> names;  // every variable's name, for the misspellings parse_config says
+  for (char** e = environ; e && *e; ++e)
+    if (const char* eq = std::strchr(*e, '='); eq && std::strncmp(*e, "TMAGUARD_", 9) == 0)
+      names.emplace_back(static_cast<const char*>(*e), eq);
+  const ConfigResult parsed = parse_config([](const char* n) { return std::getenv(n); }, secure, &names);
   const Config& cfg = parsed.config;
   if (cfg.mode == Mode::kOff) return false;  // switched off on purpose: nothing else is read
   for (const std::string& e : parsed.errors)

@@ -91,6 +91,25 @@ std::string short_name(const std::string& k) {
   return k.size() > 90 ? k.substr(0, 60) + "..." + k.substr(k.size() - 27) : k;
 }
 
+// A string from a log, safe to print: control characters (ESC, BEL, BS, DEL, the C1 controls) as \xNN, so that a
+// kernel, rule, rank or host name in someone's log cannot drive the reader's terminal.
+std::string printable(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const bool c1 = c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(s[i + 1]) <= 0x9f;
+    if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c1) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[++i]));
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
 int report(const std::vector<std::string>& files) {
   using nlohmann::json;
   struct KernelRow {
@@ -109,7 +128,17 @@ int report(const std::vector<std::string>& files) {
   std::map<std::string, std::set<std::string>> violation_kernels;
   std::map<std::string, uint64_t> notices;
   std::map<Who, uint64_t> occurrences;  // from the summaries: repeats included
-  uint64_t launches = 0, checked = 0, decoded = 0, processes = 0, lines = 0, bad_lines = 0;
+  uint64_t launches = 0, checked = 0, decoded = 0, processes = 0, lines = 0, bad_lines = 0, mistyped = 0;
+  // A record's field as tmaguard writes it, or the fallback when it is missing or of another type (a hostile or
+  // damaged log): a report never stops on one record.
+  auto text = [](const json& j, const char* key, const char* fallback) {
+    const auto it = j.find(key);
+    return printable(it != j.end() && it->is_string() ? it->get<std::string>() : std::string(fallback));
+  };
+  auto count = [](const json& j, const char* key) -> uint64_t {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+  };
   std::map<std::string, uint64_t> writers;  // "tmaguard 0.2.0 (git ...)" -> processes
   for (const std::string& f : files) {
     std::ifstream in(f);
@@ -130,56 +159,69 @@ int report(const std::vector<std::string>& files) {
                                    n);
         continue;
       }
-      const std::string ev = j.value("event", "");
-      const std::string rank = j.contains("rank") && j["rank"].is_string() ? j["rank"].get<std::string>() : "-";
-      const std::string host = j.contains("host") && j["host"].is_string() ? j["host"].get<std::string>() : "-";
-      if (ev == "inspect") {
-        KernelRow& k = kernels[j.value("kernel", "?")];
-        k.maps = std::max<std::size_t>(k.maps, j["tensor_maps"].size());
-        std::string layout;
-        for (const auto& m : j["tensor_maps"]) {
-          if (m.contains("tensor_map")) {
-            const auto& t = m["tensor_map"];
-            layout += fmt::format("\n      param {:<6} {} dims {} strides {} box {} swizzle {}{}", where(m),
-                                  t.value("dtype", "?"), t["dims"].dump(), t["strides_bytes"].dump(),
-                                  t.contains("box") ? t["box"].dump() : "-", t.value("swizzle", "?"),
-                                  m.value("template", false) ? " (template)" : "");
-          } else {
-            layout += fmt::format("\n      param {:<6} not a tensor map", where(m));
+      try {
+        const std::string ev = text(j, "event", "");
+        const std::string rank = text(j, "rank", "-");
+        const std::string host = text(j, "host", "-");
+        if (ev == "inspect") {
+          const std::string kernel = text(j, "kernel", "?");
+          const json& list = j.at("tensor_maps");
+          std::string layout;
+          for (const auto& m : list) {
+            if (m.contains("tensor_map")) {
+              const auto& t = m.at("tensor_map");
+              layout += fmt::format("\n      param {:<6} {} dims {} strides {} box {} swizzle {}{}", where(m),
+                                    text(t, "dtype", "?"), t.at("dims").dump(), t.at("strides_bytes").dump(),
+                                    t.contains("box") ? t.at("box").dump() : "-", text(t, "swizzle", "?"),
+                                    m.value("template", false) ? " (template)" : "");
+            } else {
+              layout += fmt::format("\n      param {:<6} not a tensor map", where(m));
+            }
           }
+          KernelRow& k = kernels[kernel];
+          k.maps = std::max<std::size_t>(k.maps, list.size());
+          k.layouts.insert(layout);
+        } else if (ev == "census") {
+          int without = 0;
+          uint64_t windows = 0;
+          for (const auto& p : j.at("large_params")) {
+            if (p.value("maps", 0) == 0) ++without;
+            const uint64_t size = p.value("size", 0ULL);
+            if (size >= 128) windows += (size - 128) / 64 + 1;
+          }
+          const int in_params = j.value("maps_in_params", 0), in_structs = j.value("maps_in_structs", 0),
+                    templates = j.value("template_maps", 0);
+          CensusRow& c = census[text(j, "kernel", "?")];
+          c.launches += count(j, "launches");
+          c.in_params = std::max(c.in_params, in_params);
+          c.in_structs = std::max(c.in_structs, in_structs);
+          c.templates = std::max(c.templates, templates);
+          c.large_without = std::max(c.large_without, without);
+          c.windows = std::max(c.windows, windows);
+        } else if (ev == "violation" || ev == "warning") {
+          const std::string rule = text(j, "rule", "?");
+          ++violations[{rule, rank, host}];
+          violation_kernels[rule].insert(text(j, "kernel", "?"));
+        } else if (ev == "summary") {
+          std::vector<std::pair<std::string, uint64_t>> counts;
+          if (const auto v = j.find("violations"); v != j.end() && v->is_object())
+            for (const auto& [rule, n] : v->items()) counts.emplace_back(printable(rule), n.get<uint64_t>());
+          ++processes;
+          ++writers[j.contains("tmaguard_version")
+                        ? fmt::format("tmaguard {} (git {})", text(j, "tmaguard_version", "?"),
+                                      text(j, "tmaguard_revision", "?"))
+                        : std::string("tmaguard before 0.2.0 (no version in its summary)")];
+          launches += count(j, "launches_seen");
+          checked += count(j, "launches_checked");
+          decoded += count(j, "tensor_maps_decoded");
+          for (const auto& [rule, n] : counts) occurrences[{rule, rank, host}] += n;
+        } else {
+          ++notices[ev];
         }
-        k.layouts.insert(layout);
-      } else if (ev == "census") {
-        CensusRow& c = census[j.value("kernel", "?")];
-        c.launches += j.value("launches", 0ULL);
-        c.in_params = std::max(c.in_params, j.value("maps_in_params", 0));
-        c.in_structs = std::max(c.in_structs, j.value("maps_in_structs", 0));
-        c.templates = std::max(c.templates, j.value("template_maps", 0));
-        int without = 0;
-        uint64_t windows = 0;
-        for (const auto& p : j["large_params"]) {
-          if (p.value("maps", 0) == 0) ++without;
-          const uint64_t size = p.value("size", 0ULL);
-          if (size >= 128) windows += (size - 128) / 64 + 1;
-        }
-        c.large_without = std::max(c.large_without, without);
-        c.windows = std::max(c.windows, windows);
-      } else if (ev == "violation" || ev == "warning") {
-        ++violations[{j.value("rule", "?"), rank, host}];
-        violation_kernels[j.value("rule", "?")].insert(j.value("kernel", "?"));
-      } else if (ev == "summary") {
-        ++processes;
-        ++writers[j.contains("tmaguard_version")
-                      ? fmt::format("tmaguard {} (git {})", j.value("tmaguard_version", "?"),
-                                    j.value("tmaguard_revision", "?"))
-                      : std::string("tmaguard before 0.2.0 (no version in its summary)")];
-        launches += j.value("launches_seen", 0ULL);
-        checked += j.value("launches_checked", 0ULL);
-        decoded += j.value("tensor_maps_decoded", 0ULL);
-        for (const auto& [rule, count] : j["violations"].items())
-          occurrences[{rule, rank, host}] += count.get<uint64_t>();
-      } else {
-        ++notices[ev];
+      } catch (const json::exception&) {  // a record whose fields are not of the types tmaguard writes
+        if (mistyped++ == 0)
+          std::cerr << fmt::format("{}:{}: a record whose fields are not of the types tmaguard writes; skipped\n", f,
+                                   n);
       }
     }
   }
@@ -190,7 +232,10 @@ int report(const std::vector<std::string>& files) {
                            by.empty() ? std::string("unknown (no summary record)") : by);
   std::cout << fmt::format(
       "{} records from {} file(s); {} process summaries: {} launches seen, {} checked, {} tensor maps decoded\n",
-      lines - bad_lines, files.size(), processes, launches, checked, decoded);
+      lines - bad_lines - mistyped, files.size(), processes, launches, checked, decoded);
+  if (bad_lines || mistyped)
+    std::cout << fmt::format("skipped: {} line(s) that are not JSON records, {} record(s) of another shape\n",
+                             bad_lines, mistyped);
   if (!violations.empty()) {
     std::cout << fmt::format("\n{:<34} {:>6} {:<16} {:>8} {:>12}  kernel\n", "violations by rule", "rank", "host",
                              "reports", "occurrences");
@@ -232,7 +277,7 @@ int report(const std::vector<std::string>& files) {
     }
   }
   for (const auto& [ev, n] : notices) std::cout << fmt::format("\n{} '{}' record(s)\n", n, ev);
-  return bad_lines ? 1 : 0;
+  return bad_lines || mistyped ? 1 : 0;
 }
 
 // The maps in a file of bytes copied from device address `address` (e.g. a buffer dumped with cuMemcpyDtoH): one

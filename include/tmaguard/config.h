@@ -62,7 +62,13 @@ using EnvLookup = std::function<const char*(const char*)>;
 //! value means the default; a value that is none of a variable's choices is an error (the job must stop). In a
 //! secure-execution process (setuid and the like: `secure_execution`) the variables that name files (the log, rule
 //! files, the driver) come from a less privileged user and are ignored, with a notice; the guard stays on.
-ConfigResult parse_config(const EnvLookup& env, bool secure_execution = false);
+//! `names`, when given: every variable in the environment, so that one spelled like a tmaguard variable but not one
+//! (TMAGUARD_RULE for TMAGUARD_RULES) is said, not ignored in silence (a notice, as the sanitizers warn about unknown
+//! flags). Other TMAGUARD_* names (the scripts' own) are not looked at.
+ConfigResult parse_config(const EnvLookup& env, bool secure_execution = false,
+                          const std::vector<std::string>* names = nullptr);
+//! The notices misspelled variables draw (parse_config's, for `names`).
+std::vector<std::string> misspelled_variables(const std::vector<std::string>& names);
 
 //! Replaces every "%p" with the pid (the sanitizers' log_path convention).
 std::string expand_log_path(std::string_view pattern, long pid);

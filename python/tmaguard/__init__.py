@@ -68,19 +68,32 @@ def environment(mode=None, log=None, json=False, rules=None, base=None):
     """A copy of `base` (default: os.environ) that preloads tmaguard into a child process.
 
     mode: abort, reject, log, inspect or off; log: a path (%p becomes the pid); json: JSON-lines records;
-    rules: a rule file or a list of them. Another mode, or an install path with a space or a colon (LD_PRELOAD
-    splits on them): ValueError. A library ld.so cannot preload on this node (preload_problem): PreloadError, so
+    rules: a rule file (str or path-like) or a list of them. Another mode, a rules file name with a ':' (TMAGUARD_RULES
+    splits on it), an inherited TMAGUARD_MODE=off without a mode given (the child would run unguarded), or an
+    install path with a space or a colon (LD_PRELOAD splits on them): ValueError. A library ld.so cannot preload on this node (preload_problem): PreloadError, so
     that no child is started unguarded.
     """
     if mode is not None and mode not in MODES:
         raise ValueError(f"tmaguard mode {mode!r} is not one of {', '.join(MODES)}")
+    source = os.environ if base is None else base
+    if mode is None and str(source.get("TMAGUARD_MODE", "")).strip().lower() == "off":
+        raise ValueError("TMAGUARD_MODE=off is set in the environment, so the child would run unguarded; unset it, "
+                         "or pass mode= (mode='off' runs it without tmaguard on purpose)")
+    if rules is None or isinstance(rules, (str, os.PathLike)):
+        files = [] if rules is None else [os.fspath(rules)]
+    else:
+        files = [os.fspath(r) for r in rules]
+    for f in files:
+        if ":" in f or not f.strip():
+            raise ValueError(f"rules file {f!r}: TMAGUARD_RULES separates files with ':', so a file name can be "
+                             "neither empty nor hold one")
     lib = library_path()
     if " " in lib or ":" in lib:
         raise ValueError(f"tmaguard is installed under {lib!r}, a path LD_PRELOAD cannot carry (space or colon)")
     problem = preload_problem(lib)
     if problem:
         raise PreloadError(f"cannot preload {lib} on this node: {problem}")
-    env = dict(os.environ if base is None else base)
+    env = dict(source)
     env["LD_PRELOAD"] = lib + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     if mode is not None:
         env["TMAGUARD_MODE"] = mode
@@ -88,24 +101,32 @@ def environment(mode=None, log=None, json=False, rules=None, base=None):
         env["TMAGUARD_LOG"] = log
     if json:
         env["TMAGUARD_LOG_FORMAT"] = "json"
-    if rules:
-        files = [rules] if isinstance(rules, str) else list(rules)
+    if files:
         env["TMAGUARD_RULES"] = ":".join(([env["TMAGUARD_RULES"]] if env.get("TMAGUARD_RULES") else []) + files)
     return env
 
 
 def read_log(path):
-    """The records of a JSON-lines log (TMAGUARD_LOG_FORMAT=json) as dicts; a line that is not JSON is skipped."""
+    """The records of a JSON-lines log (TMAGUARD_LOG_FORMAT=json) as dicts. A line that is not a JSON object (a
+    truncated write, another program's output, nesting too deep to read) is skipped; a log written in the text
+    format (every record a `tmaguard: ...` line) is a ValueError that says so, not an empty list."""
     records = []
+    text_lines = 0
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.strip()
             if not line:
                 continue
             try:
-                records.append(_json.loads(line))
-            except ValueError:
+                record = _json.loads(line)
+            except (ValueError, RecursionError):
+                text_lines += line.startswith("tmaguard: ")
                 continue
+            if isinstance(record, dict):
+                records.append(record)
+    if not records and text_lines:
+        raise ValueError(f"{path} is a text-format log; read_log reads JSON-lines logs (TMAGUARD_LOG_FORMAT=json, "
+                         "or json=True in tmaguard.environment())")
     return records
 
 

@@ -115,7 +115,11 @@ std::string apply(FlagId id, const std::string& v, Config& c) {
       std::size_t start = 0;
       while (start <= v.size()) {
         const std::size_t end = std::min(v.find(':', start), v.size());
-        if (end > start) c.rules_files.push_back(v.substr(start, end - start));
+        if (end == start || trim(std::string_view(v).substr(start, end - start)).empty())
+          return fmt::format("TMAGUARD_RULES='{}' has an empty file name (files are separated by ':'; a file name "
+                             "cannot hold one)",
+                             v);
+        c.rules_files.push_back(v.substr(start, end - start));
         start = end + 1;
       }
       break;
@@ -159,8 +163,54 @@ std::string flags_markdown_table() {
   return s;
 }
 
-ConfigResult parse_config(const EnvLookup& env, bool secure_execution) {
+namespace {
+
+// Edits (insert, delete, replace a character) from a to b: how a misspelled variable is told from another one.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::vector<std::string> misspelled_variables(const std::vector<std::string>& names) {
+  // The tmaguard command's own variables (scripts/tmaguard), which a job it starts inherits: not the library's, and
+  // not misspellings (TMAGUARD_LIB is two edits from TMAGUARD_LOG).
+  static const char* const kCommandVariables[] = {"TMAGUARD_LIB", "TMAGUARD_TOOL", "TMAGUARD_BIN"};
+  std::vector<std::string> out;
+  for (const std::string& n : names) {
+    if (n.rfind("TMAGUARD_", 0) != 0) continue;
+    if (std::any_of(std::begin(kCommandVariables), std::end(kCommandVariables), [&](const char* c) { return n == c; }))
+      continue;
+    const FlagRow* closest = nullptr;
+    std::size_t best = 3;  // two edits at most: TMAGUARD_RULE, TMAGUARD_LOGFORMAT, TMAGUARD_MODES
+    bool known = false;
+    for (const FlagRow& row : kFlags) {
+      if (n == row.info.name) known = true;
+      const std::size_t d = edit_distance(n, row.info.name);
+      if (d < best) best = d, closest = &row;
+    }
+    if (!known && closest)
+      out.push_back(fmt::format("warning: {} is not a tmaguard variable and is ignored (did you mean {}?)", n,
+                                closest->info.name));
+  }
+  return out;
+}
+
+ConfigResult parse_config(const EnvLookup& env, bool secure_execution, const std::vector<std::string>* names) {
   ConfigResult r;
+  if (names)
+    for (std::string& m : misspelled_variables(*names)) r.notices.push_back(std::move(m));
   std::vector<std::string> ignored;
   for (const FlagRow& row : kFlags) {
     const char* raw = env(row.info.name);

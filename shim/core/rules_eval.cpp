@@ -95,6 +95,18 @@ void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<Ten
   std::map<std::string, const TensorMapParam*> named;
   for (const MapRef& m : r.maps) {
     const TensorMapParam* p = resolve(m, maps);
+    if (!p && !m.place) {
+      // An order past the launch's maps: the rule never applies to this kernel's launches. Said (once per rule and
+      // kernel: the reporter's dedupe), never silent.
+      const auto counted = std::count_if(maps.begin(), maps.end(), [](const TensorMapParam& x) { return !x.named_only; });
+      Finding f = finding(r.id + "-map-missing", Severity::kWarning, m.name, nullptr, "");
+      f.expected = fmt::format("map '{}' = {} among the launch's tensor maps", m.name, m.order);
+      f.observed = fmt::format("the launch has {} tensor map(s)", counted);
+      f.hint = "the rule was not applied to this kernel: fix its map order (tmaguard inspect shows a launch's maps), "
+               "or narrow its kernel matcher or map_count to the launches it is for";
+      out.push_back(std::move(f));
+      return;
+    }
     if (!p) return;
     // A place named by parameter that holds no map on this launch: said (once per rule, kernel and place, by the
     // reporter's dedupe), and the rule does not apply.

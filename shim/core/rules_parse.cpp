@@ -272,9 +272,18 @@ class Parser {
       m.name = std::string(k.str());
       if (v.is_integer()) {
         m.order = *v.value<int64_t>();
+        const int64_t most = r.expect_map_count.empty()
+                                 ? -1
+                                 : *std::max_element(r.expect_map_count.begin(), r.expect_map_count.end());
         if (r.map_count && (m.order >= *r.map_count || m.order < -*r.map_count))
           error(&v, fmt::format("map '{}' = {} in {} cannot exist with map_count = {}", m.name, m.order, where,
                                 *r.map_count));
+        else if (!r.map_count && most >= 0 && (m.order >= most || m.order < -most))
+          error(&v, fmt::format("map '{}' = {} in {} cannot exist with expect_map_count's largest count, {}", m.name,
+                                m.order, where, most));
+        else if (m.order > kMaxParamIndex || m.order < -kMaxParamIndex - 1)
+          error(&v, fmt::format("map '{}' = {} in {} is past any launch's maps (a kernel has at most {} parameters)",
+                                m.name, m.order, where, kMaxParamIndex + 1));
       } else if (v.is_string() && v.value<std::string_view>()->rfind("param:", 0) == 0) {
         // "param:N" (a 128-byte parameter), "param:N+OFFSET" (a map OFFSET bytes into parameter N), either with
         // "->AT" (a map in device memory AT bytes past the address there).
@@ -318,6 +327,10 @@ class Parser {
       if (!r.pattern) error(t.get("kernel_regex"), fmt::format("bad kernel_regex '{}' in {}: {}", *re, where, why));
     }
     if (matchers != 1) error(&t, fmt::format("{} needs exactly one of kernel, kernel_glob, kernel_regex", where));
+    for (const char* key : {"kernel", "kernel_glob", "kernel_regex"})
+      if (const toml::node* k = t.get(key); k && k->value<std::string_view>() && k->value<std::string_view>()->empty())
+        error(k, fmt::format("{} = \"\" in {} names no kernel: give a substring, glob or regex of kernel names", key,
+                             where));
     r.map_count = integer(t, "map_count", where);
     if (const toml::node* n = t.get("expect_map_count")) {
       const toml::array* arr = n->as_array();
@@ -411,6 +424,8 @@ RulesResult parse_rules(std::string_view text, std::string_view source) {
         }
       }
     }
+    if (set->rules.empty() && p.errors.empty())  // an empty file (a truncated copy, a template) guards nothing
+      p.errors.push_back(fmt::format("{}: no [[rule]] in it: a rules file that guards nothing is a mistake", source));
     std::set<std::string> ids;
     for (const Rule& r : set->rules)
       if (!r.id.empty() && !ids.insert(r.id).second)

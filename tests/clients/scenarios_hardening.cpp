@@ -1,5 +1,6 @@
 // Scenarios for the ways a launch could escape the guard, hang, lose a record or crash the host (hardening).
 #include <dlfcn.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -113,6 +114,32 @@ int unload_reuse() {
   return finish(ran(reused));
 }
 
+// Many modules loaded, launched once and unloaded (a JIT that compiles, runs and drops kernels): what tmaguard keeps
+// must not grow with the cycles. Prints the heap's growth between cycle N/10 and cycle N (mallinfo2: tmaguard and the
+// stand-in allocate from the same heap).
+int unload_cycles() {
+  auto new_module = reinterpret_cast<decltype(&fakecuda_new_module)>(fake_api("fakecuda_new_module"));
+  auto unload = reinterpret_cast<PFN_cuModuleUnload_v2000>(resolve("cuModuleUnload", false, 2000));
+  const char* n_env = std::getenv("TG_CYCLES");
+  const long n = n_env ? std::atol(n_env) : 20000;
+  const CUtensorMap m = encode_map(bshd(0x7f0000000000ULL, 2, 256, 4, 128));
+  const int32_t v = 1;
+  std::size_t at_tenth = 0;
+  unsigned long ran_total = 0;
+  for (long i = 0; i < n; ++i) {
+    void* mod = new_module(0);
+    const Kernel k = make_kernel_raw("jit_kernel_" + std::to_string(i % 7), {bytes_of(&v, 4), bytes_of(&m, sizeof m)});
+    launch(k);
+    ran_total += ran(k);
+    if (unload(static_cast<CUmodule>(mod)) != CUDA_SUCCESS) die("unload failed");
+    if (i + 1 == n / 10) at_tenth = mallinfo2().uordblks;
+  }
+  const std::size_t at_end = mallinfo2().uordblks;
+  std::printf("UNLOAD cycles=%ld grew=%lld\n", n, static_cast<long long>(at_end) - static_cast<long long>(at_tenth));
+  g_ok = 0;
+  return finish(ran_total);
+}
+
 // The job's SIGABRT handler calls exit(): the abort and the exit summary must not wait on each other.
 extern "C" void exit_on_abort(int) { std::exit(7); }
 int abort_handler_exit() {
@@ -218,6 +245,7 @@ const std::vector<Scenario>& hardening_scenarios() {
       {"fork_during_init", fork_during_init},
       {"many_params", many_params},
       {"unload_reuse", unload_reuse},
+      {"unload_cycles", unload_cycles},
       {"abort_handler_exit", abort_handler_exit},
       {"named_kernel", named_kernel},
       {"inspect_many_kernels", inspect_many_kernels},

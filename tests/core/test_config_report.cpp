@@ -210,3 +210,22 @@ TEST(Config, SecureExecutionIgnoresTheFilesTheEnvironmentNames) {
             "secure-execution process (setuid or similar): TMAGUARD_LOG, TMAGUARD_RULES ignored; reports go to "
             "stderr, built-in rules only");
 }
+
+// TMAGUARD_RULES with an empty entry names no file: refused, not read as fewer rules; a variable spelled like one of
+// tmaguard's but not one is said (the tmaguard command's own and the scripts' variables are not looked at).
+TEST(Config, EmptyRulesEntriesAreRefusedAndMisspellingsSaid) {
+  for (const char* v : {"::::", "a.toml:", ":a.toml", "a.toml::b.toml", "a.toml: :b.toml"}) {
+    const ConfigResult r = parse_config([&](const char* n) { return std::string(n) == "TMAGUARD_RULES" ? v : nullptr; });
+    ASSERT_EQ(r.errors.size(), 1u) << v;
+    EXPECT_EQ(r.errors[0], std::string("TMAGUARD_RULES='") + v +
+                               "' has an empty file name (files are separated by ':'; a file name cannot hold one)");
+  }
+  const std::vector<std::string> names = {"TMAGUARD_RULE",   "TMAGUARD_LOGFORMAT", "TMAGUARD_MODE", "TMAGUARD_LIB",
+                                          "TMAGUARD_GPU_OUT", "TMAGUARD_BUILD_DIR", "TMAGUARD_MODES"};
+  const ConfigResult r = parse_config([](const char*) -> const char* { return nullptr; }, false, &names);
+  ASSERT_EQ(r.notices.size(), 3u);
+  EXPECT_EQ(r.notices[0], "warning: TMAGUARD_RULE is not a tmaguard variable and is ignored (did you mean TMAGUARD_RULES?)");
+  EXPECT_EQ(r.notices[1],
+            "warning: TMAGUARD_LOGFORMAT is not a tmaguard variable and is ignored (did you mean TMAGUARD_LOG_FORMAT?)");
+  EXPECT_EQ(r.notices[2], "warning: TMAGUARD_MODES is not a tmaguard variable and is ignored (did you mean TMAGUARD_MODE?)");
+}

@@ -490,3 +490,34 @@ TEST(RulesParse, DevicePlacesNameMapsPastAPointer) {
   EXPECT_NE(mixed.find("names maps in device memory (\"param:N->AT\") and maps in the parameters"), std::string::npos)
       << mixed;
 }
+
+// Settings that would never guard are refused, or said: an order past any launch's maps, an empty kernel matcher, a
+// file without rules; an order past this kernel's maps (no map_count) draws one warning instead of silence.
+TEST(RulesParse, RulesThatCouldNeverApplyAreRefusedOrSaid) {
+  const std::string head = "[[rule]]\nid = \"x\"\nkernel = \"k\"\n";
+  const std::string check = "[[rule.check]]\nkind = \"same_innermost\"\na = \"A\"\nb = \"B\"\n";
+  EXPECT_EQ(first_error(head + "map_count = 2\n[rule.maps]\nA = 0\nB = 2\n" + check),
+            "r.toml:7: map 'B' = 2 in rule 'x' cannot exist with map_count = 2");
+  EXPECT_EQ(first_error(head + "expect_map_count = [1, 3]\n[rule.maps]\nA = 0\nB = 3\n" + check),
+            "r.toml:7: map 'B' = 3 in rule 'x' cannot exist with expect_map_count's largest count, 3");
+  EXPECT_EQ(first_error(head + "[rule.maps]\nA = 0\nB = 9223372036854775807\n" + check),
+            "r.toml:6: map 'B' = 9223372036854775807 in rule 'x' is past any launch's maps (a kernel has at most "
+            "32764 parameters)");
+  EXPECT_EQ(first_error(head + "[rule.maps]\nA = 0\nB = -9223372036854775808\n" + check),
+            "r.toml:6: map 'B' = -9223372036854775808 in rule 'x' is past any launch's maps (a kernel has at most "
+            "32764 parameters)");
+  for (const char* key : {"kernel", "kernel_glob", "kernel_regex"})
+    EXPECT_EQ(first_error(std::string("[[rule]]\nid = \"x\"\n") + key + " = \"\"\n[rule.maps]\nA = 0\nB = 1\n" + check),
+              std::string("r.toml:3: ") + key +
+                  " = \"\" in rule 'x' names no kernel: give a substring, glob or regex of kernel names");
+  EXPECT_EQ(first_error(""), "r.toml: no [[rule]] in it: a rules file that guards nothing is a mistake");
+  EXPECT_EQ(first_error("# only a comment\n"), "r.toml: no [[rule]] in it: a rules file that guards nothing is a mistake");
+  // TOML's 1_0 is 10: past a 2-map launch, said once per kernel as a warning naming the rule.
+  const auto out = run(head + "[rule.maps]\nA = 0\nB = 1_0\n" + check, "k",
+                       {map2d(0, 0x7f0000000000ULL, 64, 64, 128), map2d(1, 0x7f0001000000ULL, 64, 64, 128)});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].rule, "x-map-missing");
+  EXPECT_EQ(out[0].severity, Severity::kWarning);
+  EXPECT_EQ(out[0].expected, "map 'B' = 10 among the launch's tensor maps");
+  EXPECT_EQ(out[0].observed, "the launch has 2 tensor map(s)");
+}

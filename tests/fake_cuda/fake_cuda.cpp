@@ -65,6 +65,8 @@ struct FakeModule {
 FakeModule g_default_module;                // kernels defined before any fakecuda_new_module(); never unloaded
 FakeModule* g_current = &g_default_module;  // where fakecuda_define_kernel puts kernels
 std::vector<FakeKernel*>* g_free = nullptr;  // freed kernel objects, reused last-freed first
+struct FakeModule;
+std::vector<FakeModule*>* g_free_modules = nullptr;  // unloaded modules, reused likewise
 
 FakeKernel* new_kernel() {
   if (g_free && !g_free->empty()) {
@@ -233,7 +235,14 @@ CUresult param_info(FakeKernel* k, std::size_t i, std::size_t* off, std::size_t*
 
 extern "C" __attribute__((visibility("default"))) void* fakecuda_new_module(int as_library) {
   std::lock_guard<std::mutex> lock(g_mu);
-  auto* m = new FakeModule;
+  FakeModule* m;
+  if (g_free_modules && !g_free_modules->empty()) {  // an unloaded module's handle is handed out again
+    m = g_free_modules->back();
+    g_free_modules->pop_back();
+    *m = FakeModule{};
+  } else {
+    m = new FakeModule;
+  }
   m->library = as_library != 0;
   g_current = m;
   return m;
@@ -446,6 +455,8 @@ CUresult unload(void* h, bool library) {
   m->kernels.clear();
   m->magic = 0;
   if (g_current == m) g_current = &g_default_module;
+  if (!g_free_modules) g_free_modules = new std::vector<FakeModule*>;
+  g_free_modules->push_back(m);
   return CUDA_SUCCESS;
 }
 FakeModule* module_of(FakeKernel* k) { return k->owner ? k->owner : &g_default_module; }

@@ -86,6 +86,24 @@ class Environment(unittest.TestCase):
         self.assertIn("GLIBC_2.9", text)
         self.assertIn("needs a newer glibc", text)
 
+    def test_an_inherited_mode_off_is_refused_unless_a_mode_is_given(self):
+        for value in ("off", " OFF "):
+            with self.assertRaisesRegex(ValueError, r"TMAGUARD_MODE=off is set in the environment, so the child "
+                                                    r"would run unguarded"):
+                tmaguard.environment(base={"TMAGUARD_MODE": value})
+        self.assertEqual(tmaguard.environment(mode="reject", base={"TMAGUARD_MODE": "off"})["TMAGUARD_MODE"], "reject")
+        self.assertEqual(tmaguard.environment(mode="off", base={})["TMAGUARD_MODE"], "off")
+
+    def test_rules_may_be_paths_and_never_hold_a_colon(self):
+        import pathlib
+        env = tmaguard.environment(rules=pathlib.Path("/etc/tmaguard/a.toml"), base={})
+        self.assertEqual(env["TMAGUARD_RULES"], "/etc/tmaguard/a.toml")
+        env = tmaguard.environment(rules=[pathlib.Path("a.toml"), "b.toml"], base={})
+        self.assertEqual(env["TMAGUARD_RULES"], "a.toml:b.toml")
+        for bad in ("x:y.toml", ["a.toml", ""]):
+            with self.assertRaisesRegex(ValueError, r"TMAGUARD_RULES separates files with ':'"):
+                tmaguard.environment(rules=bad, base={})
+
     def test_a_library_that_loads_is_tried_once(self):
         calls = []
         real_run = tmaguard.subprocess.run
@@ -112,6 +130,52 @@ class ReadLog(unittest.TestCase):
         finally:
             os.remove(f.name)
         self.assertEqual([r["event"] for r in records], ["violation", "summary"])
+
+    def write(self, text):
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as f:
+            f.write(text)
+        self.addCleanup(os.remove, f.name)
+        return f.name
+
+    def test_a_text_log_is_said_to_be_one(self):
+        path = self.write("tmaguard: violation: fa4-dk-not-k-major ...\ntmaguard: SUMMARY: 3 launches seen\n")
+        with self.assertRaisesRegex(ValueError, r"is a text-format log; read_log reads JSON-lines logs"):
+            tmaguard.read_log(path)
+
+    def test_nesting_too_deep_and_non_objects_are_skipped(self):
+        path = self.write("[" * 100000 + "]" * 100000 + "\n[1, 2]\n" + json.dumps({"event": "summary"}) + "\n")
+        self.assertEqual(tmaguard.read_log(path), [{"event": "summary"}])
+
+
+class Command(unittest.TestCase):
+    """The `tmaguard` command (scripts/tmaguard) with the build's library."""
+
+    def run_command(self, *args, env=None):
+        import subprocess
+        full = dict(os.environ, TMAGUARD_LIB=BUILT, **(env or {}))
+        return subprocess.run(COMMAND + list(args), env=full, capture_output=True, text=True, timeout=60)
+
+    def test_an_inherited_mode_off_is_refused_unless_a_mode_is_given(self):
+        p = self.run_command("--", "true", env={"TMAGUARD_MODE": "off"})
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("TMAGUARD_MODE=off is set in the environment, so the job would run unguarded", p.stderr)
+        p = self.run_command("--mode", "off", "--", "true", env={"TMAGUARD_MODE": "off"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = self.run_command("--mode", "log", "--", "sh", "-c", 'echo "$TMAGUARD_MODE"', env={"TMAGUARD_MODE": "off"})
+        self.assertEqual((p.returncode, p.stdout), (0, "log\n"), p.stderr)
+
+    def test_a_command_starting_with_a_dash_is_the_command(self):
+        # bash's exec would take -c as its own option (clear the environment) and run the rest unguarded
+        p = self.run_command("--", "-c", "true")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("-c", p.stderr)
+        p = self.run_command("--", "env")
+        self.assertIn("LD_PRELOAD=" + BUILT, p.stdout)
+
+    def test_a_rules_path_with_a_colon_is_refused_as_such(self):
+        p = self.run_command("--rules", "/tmp/a:b.toml", "--", "true")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("holds a ':', which TMAGUARD_RULES uses to separate files", p.stderr)
 
 
 if __name__ == "__main__":

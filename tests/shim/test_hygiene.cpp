@@ -43,6 +43,27 @@ TEST(Hygiene, BadValueStopsTheJobBeforeItsFirstLaunch) {
   }
 }
 
+// Settings that would guard nothing are refused or said: a TMAGUARD_RULES with an empty entry and an empty rules file
+// stop the job like a broken rules file; a misspelled variable (TMAGUARD_RULE) is said once, and the job runs guarded.
+TEST(Hygiene, SettingsThatWouldGuardNothingAreRefusedOrSaid) {
+  const std::string empty = write_file("empty.toml", "# nothing yet\n");
+  for (const std::string& rules : {std::string("::::"), empty}) {
+    const ClientRun r = run_client({"dlsym", "launch", "fa4_ok"}, {{"TMAGUARD_RULES", rules}});
+    ASSERT_TRUE(r.p.exited) << describe(r);
+    EXPECT_EQ(r.p.code, 78) << rules << "\n" << describe(r);
+    EXPECT_EQ(r.ran, -1) << "nothing launched\n" << describe(r);
+  }
+  std::remove(empty.c_str());
+  const std::string rules = std::string(TG_SOURCE_DIR) + "/rules/examples/triton_matmul.toml";
+  const ClientRun typo = run_client({"dlsym", "launch", "fa4_dk_bad"}, {{"TMAGUARD_RULE", rules}, {"TMAGUARD_MODE", "reject"}});
+  ASSERT_TRUE(typo.p.exited) << describe(typo);
+  EXPECT_EQ(typo.ran, 0) << describe(typo);
+  EXPECT_NE(typo.p.err.find("tmaguard: warning: TMAGUARD_RULE is not a tmaguard variable and is ignored (did you mean "
+                            "TMAGUARD_RULES?)"),
+            std::string::npos)
+      << describe(typo);
+}
+
 // Values that are unambiguous keep the guard on: each of these lets no NULL-address launch through.
 TEST(Hygiene, UnambiguousSpellingsKeepGuarding) {
   for (const auto& [var, value] : std::vector<std::pair<std::string, std::string>>{{"TMAGUARD_MODE", "Reject"},

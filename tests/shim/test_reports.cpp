@@ -204,4 +204,28 @@ TEST(Explainer, FailedEncodesExplainedSuspiciousOnesWarnedOnceCodesUnchanged) {
             "= 256 B exceeds the 128B swizzle span (128 B)");
 }
 
+// A log is someone else's input: records whose fields are of the wrong type are skipped and counted (never an
+// uncaught exception), and control characters in names (ESC, BEL, BS, DEL) reach the terminal escaped.
+TEST(Report, HostileRecordsAreSkippedAndCountedAndControlCharactersEscaped) {
+  const std::string log = write_file("hostile.jsonl",
+                                     "{\"event\":\"violation\",\"rule\":\"r\\u001b[31m\",\"kernel\":42,\"rank\":{}}\n"
+                                     "{\"event\":\"inspect\",\"kernel\":\"k\",\"tensor_maps\":\"many\"}\n"
+                                     "{\"event\":\"inspect\",\"kernel\":\"k\\u0007\",\"tensor_maps\":[{\"param_index\":\"x\"}]}\n"
+                                     "{\"event\":\"census\",\"kernel\":\"k\",\"large_params\":7}\n"
+                                     "{\"event\":\"summary\",\"violations\":[1,2],\"launches_seen\":\"3\"}\n"
+                                     "{\"event\":\"summary\",\"violations\":{\"r\\u0008\\u007f\":\"x\"}}\n"
+                                     "{\"event\":\"warning\",\"rule\":\"ok-rule\",\"kernel\":\"good\\u001b]0;title\\u0007\","
+                                     "\"host\":\"h\\u009b\"}\n"
+                                     "{\"event\":7}\n");
+  const ProcessResult r = run_process({TG_TOOL, "report", log}, {});
+  EXPECT_TRUE(r.exited) << r.err;
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  for (const char c : {'\x1b', '\x07', '\x08', '\x7f'}) EXPECT_EQ(r.out.find(c), std::string::npos) << int(c) << r.out;
+  EXPECT_EQ(r.out.find("\xc2\x9b"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("r\\x1b[31m"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("good\\x1b]0;title\\x07"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("skipped: 0 line(s) that are not JSON records, "), std::string::npos) << r.out;
+  std::remove(log.c_str());
+}
+
 }  // namespace
