@@ -32,8 +32,16 @@ __attribute__((always_inline)) inline bool caches_usable() {
 // one. Copying each layer's maps in turn, when one kernel is launched once per layer on its own tensors, would cost
 // more than the compare saves; but a copy left at another layer's bytes would send every later repeat to the hash
 // (on the H200, +197 ns against +83).
+// The cold steps below write this thread's caches before TG_ENTER: for their duration the thread counts as inside a
+// tmaguard call, so that a signal handler launching meanwhile is counted, not checked against half-written caches.
+struct InsideCall {
+  InsideCall() { ++t_hot.hook_depth; }
+  ~InsideCall() { --t_hot.hook_depth; }
+};
+
 template <typename Slot>
 __attribute__((noinline, cold)) void renew_copy(FrontEntry& e, uint64_t key, const Slot& slot) {
+  const InsideCall inside;
   remember_clean(e, key, slot);
 }
 template <typename Slot>
@@ -50,6 +58,7 @@ __attribute__((always_inline)) inline void known_again(FrontEntry& e, uint64_t k
 // own path covers the repeats of a kernel on this thread.
 template <typename Slot>
 __attribute__((noinline, cold)) bool key_clean(FrontEntry& e, std::size_t n, const Slot& slot) {
+  const InsideCall inside;
   uint64_t key = 0;
   if (!launch_key(kernel_identity(e.info), n, slot, &key)) return false;
   if (key != e.clean_key && !clean_cache_contains(key)) return false;

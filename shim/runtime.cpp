@@ -166,7 +166,7 @@ std::atomic<void (*)()> g_nested_report{nullptr};
 
 void nested_launches_unreported() {
   if (auto report = g_nested_report.load(std::memory_order_acquire)) report();
-  t_hot.nested_unreported = 0;
+  t_hot.nested_unreported = 0;  // (launches counted while it was said are in the summary's count)
 }
 
 }  // namespace detail

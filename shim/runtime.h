@@ -28,8 +28,10 @@ class HookScope {
  public:
   HookScope() : nested_(t_hot.hook_depth++ > 0) {}
   ~HookScope() {
-    if (--t_hot.hook_depth == 0 && __builtin_expect(t_hot.nested_unreported != 0, 0))
-      detail::nested_launches_unreported();
+    // Said while this call still counts as one (a signal handler that launches meanwhile is counted too, never checked
+    // inside the locks the saying takes).
+    if (t_hot.hook_depth == 1 && __builtin_expect(t_hot.nested_unreported != 0, 0)) detail::nested_launches_unreported();
+    --t_hot.hook_depth;
   }
   HookScope(const HookScope&) = delete;
   HookScope& operator=(const HookScope&) = delete;

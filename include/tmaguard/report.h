@@ -34,7 +34,7 @@ struct Summary {
   // handler that interrupted another tmaguard call, an internal error), by reason: never said in silence.
   std::map<std::string, uint64_t> not_checked;
   uint64_t log_records_lost = 0;                       // records the log refused (written to stderr instead)
-  uint64_t records_dropped = 0;                        // records dropped because the log blocked for over 2 s
+  uint64_t records_dropped = 0;  // records dropped: the log queue was full, or the reporter was busy over 2 s
   std::string version, revision;                       // which tmaguard wrote it (empty: not said)
   // The device-map audit (read back after launches): launches audited, buffers read, maps found in them, and
   // launches or buffers not read, by reason. Said only when the audit did or skipped something.

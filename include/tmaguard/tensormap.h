@@ -45,7 +45,7 @@ enum class MapKind : uint8_t { kTiled = 0, kIm2col = 1, kIm2colWide = 2 };
 //!   kCuteDsl      CuTe DSL's generated host code (FlashAttention-4's encoder): w2 bit 1 set, w16 and w18 empty
 //!   kDeviceBuilt  PTX tensormap.replace on a zero-filled descriptor (Triton's device-side descriptors): w2 bit 1
 //!                 clear, w16 and w18 empty
-//!   kUnknown      a consistent descriptor whose form words match none of these (said once, never an error)
+//!   kUnknown      a consistent descriptor whose form words match none of these (no map where maps are searched for)
 //! The layout fields (address, rank, type, dims, strides, boxes, swizzle) mean the same in every form: the TMA unit
 //! reads them, not the form words.
 enum class Encoder : uint8_t { kDriver = 0, kCuteDsl, kDeviceBuilt, kUnknown };
