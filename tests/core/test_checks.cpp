@@ -144,3 +144,21 @@ TEST(Descriptor, BytesWithBlackwellBitsDecodeAndStayWarnings) {
     EXPECT_EQ(out[0].severity, Severity::kWarning);
   }
 }
+
+// Found by fuzz_decode: a form word holding a value no encoder writes (word 18 = 6, not the swizzle-span word) is
+// taken by the strict convention as a map of unknown form and named by the hardware one as a word the unit ignores;
+// both read the same layout.
+TEST(Descriptor, AWrongFormWordIsAnUnknownFormStrictlyAndAnIgnoredWordForTheHardware) {
+  uint8_t b[128] = {};
+  const uint32_t words[][2] = {{0, 0x97a2a267u}, {1, 0x000009d7u}, {13, 0x7f000000u}, {18, 6u}};
+  for (const auto& [i, w] : words) std::memcpy(b + 4 * i, &w, 4);
+  const DecodeResult strict = decode(b), hw = decode(b, Convention::kHardware);
+  ASSERT_TRUE(strict.ok()) << strict.not_a_map;
+  ASSERT_TRUE(hw.ok()) << hw.not_a_map;
+  EXPECT_EQ(strict.view.encoder, Encoder::kUnknown);
+  EXPECT_EQ(strict.view.ignored_words, 0u);
+  EXPECT_EQ(hw.view.ignored_words, 1u << 18);
+  EXPECT_EQ(hw.view.address, strict.view.address);
+  EXPECT_EQ(hw.view.dims, strict.view.dims);
+  EXPECT_EQ(hw.view.box, strict.view.box);
+}
