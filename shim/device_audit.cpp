@@ -108,7 +108,8 @@ void examine(const Slot& s) {
     // Only a map whose tensor lies in device memory the driver allocated counts (bytes that merely look like one
     // elsewhere do not).
     Range r;
-    const Allocation then = allocation_at(w.decoded.view.address, s.epoch, &r);
+    // A ragged map's address lies below its tensor by design: the tensor's base is what the allocation holds.
+    const Allocation then = allocation_at(judged_view(w.decoded.view).address, s.epoch, &r);
     if (then == Allocation::kUnknown) {  // freed since the read, and the journal no longer says what it was
       audit_skipped(AuditSkip::kAllocationForgotten);
       continue;

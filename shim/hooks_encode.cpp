@@ -57,8 +57,15 @@ void after_encode(const Intercepted& call, EncodeApi api, CUresult rc, const CUt
       const Provenance seen = provenance_lookup(h);
       if (seen.api == api && !seen.replaced) return;
       provenance_record(h, {api, false});
-      const EncodeArgs a = gather();
+      EncodeArgs a = gather();
       for (const EncodeProblem& p : encode_warnings(a)) warn_once(api, p.kind, [&] { return p.message; });
+      // A ptr-shift ragged map (FA4 SM90's varlen dK/dV) points 2^30 rows before its tensor by design: the bounds
+      // lint judges the tensor under it, whose length per sequence no map carries (one row of the ragged mode).
+      if (const DecodeResult d = decode(reinterpret_cast<const uint8_t*>(map)); d.ok())
+        if (const std::optional<RaggedTensor> r = ragged_tensor(d.view); r && r->form == Ragged::kPtrShift) {
+          a = r->tensor.encode_args();
+          a.dims[r->dim] = 1;
+        }
       // A map built on 64-bit address wraparound (Triton's ragged descriptors) gets no bounds lint at all, nor does
       // a template (every dim 1) whose address device code replaces before use.
       const std::optional<ByteRange> span = map_range(a);

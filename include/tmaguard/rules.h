@@ -1,6 +1,6 @@
 // tmaguard: user rules for any kernel's tensor maps, from TOML. Pure: text in, rule set or errors out; evaluation
 // is a function of (kernel name, decoded maps). The built-in FlashAttention-4 guard is a rule file too
-// (rules/fa4_sm100_bwd.toml, compiled in). The README's "Rules for any kernel" documents the language; in short:
+// (rules/fa4_*.toml, compiled in). The README's "Rules for any kernel" documents the language; in short:
 //
 // A rule file is a list of [[rule]] tables. A rule names its kernels (kernel = substring, kernel_glob, or
 // kernel_regex in PCRE2 syntax; mangled or demangled names), optionally the launches it applies to (map_count), and
@@ -14,7 +14,7 @@
 //   [[rule.check]]           the judgments, each with an optional id, severity (error, warning) and hint
 // when/require/check entries share the check kinds of check_kinds.cpp (kind = "...", a and b, or map):
 // same_innermost, same_dims, same_strides, same_address, distinct_address, permutation_of, dims_extend,
-// same_dim (dim, dim_b), same_dtype (a, b; b may list several maps); dtype, swizzle, encoder (map, allowed = [..]);
+// same_outer_dims, same_dim (dim, dim_b), same_dtype (a, b; b may list several maps); dtype, swizzle, encoder (map, allowed = [..]);
 // rank (map, equals); alignment (map, bytes); strides_increasing (map); no_overlap (a, b).
 #pragma once
 

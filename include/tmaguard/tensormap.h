@@ -167,6 +167,9 @@ struct TensorMapView {
   // The hardware convention only (decode()): bit i set when word i holds bits the TMA unit does not read (word 2's
   // bits 2-3 and 22-31, word 15 of a tiled map, words 16-31, and every field past the rank). Shown in records.
   uint32_t ignored_words = 0;
+  // The tensor under a ragged map only (ragged_tensor()): bit i set when dim i's extent is a sequence's, not the map's
+  // (the map says 2^30). Checks treat such a dim as matching any extent.
+  uint8_t ragged_dims = 0;
   Encoder encoder = Encoder::kDriver;
 
   //! Word 2 bit 21: the large-tensor flag (NVIDIA's 595.71 notes; CuTe DSL sets it, CUTLASS and Triton may clear it).
@@ -208,6 +211,26 @@ DecodeResult decode(const uint8_t bytes[kTensorMapBytes], Convention convention 
 //! A cheap first look, for bytes seen on every launch: false when decode() would refuse them for their reserved
 //! words and bits alone (true says nothing more than "decode them").
 bool may_hold_map(const uint8_t bytes[kTensorMapBytes]);
+
+//! Ragged maps: a map built on coordinate arithmetic over an underlying tensor, so that one map serves sequences of
+//! different lengths (varlen attention) with the hardware's bounds check per sequence.
+//!   kPtrShift    quack's create_ragged_tensor_for_tma(ptr_shift=True), FA4 SM90's varlen dK/dV: the ragged mode's
+//!                extent is 2^30, one last mode of 2^31 - 1 with the ragged mode's stride is appended, and the address
+//!                is the tensor's base minus 2^30 x that stride (outside any allocation, by design)
+//!   kWraparound  Triton's tools/ragged_tma.py (and quack's without ptr_shift): the ragged mode's extent is 2^30, two
+//!                last modes of 0x7fff0000 (or 2^31 - 1) with byte strides S and 2^34 x elemsize - S appended (S the
+//!                ragged mode's), the address the tensor's own (64-bit wraparound cancels the offset)
+enum class Ragged : uint8_t { kNone, kPtrShift, kWraparound };
+const char* to_string(Ragged r);
+struct RaggedTensor {
+  Ragged form = Ragged::kNone;
+  uint32_t dim = 0;     // the ragged mode (a dim of the tensor and of the map alike)
+  TensorMapView tensor;  // the map without its extra modes, at the tensor's base; tensor.ragged_dims has `dim`
+};
+//! The tensor under a ragged map, or nullopt when the map is not one.
+std::optional<RaggedTensor> ragged_tensor(const TensorMapView& v);
+//! The view checks judge a map by: the tensor under a ragged map, else the map itself.
+TensorMapView judged_view(const TensorMapView& v);
 
 //! Encodes in another encoder's form (for tests and GPU checks; `encode` is the driver's form): kCuteDsl writes what
 //! CuTe DSL's generated host code writes (the formulas of its MLIR pass dumps, pinned by tests/data), kDeviceBuilt

@@ -10,7 +10,16 @@ namespace tmaguard {
 namespace {
 
 std::string dims_str(const TensorMapView& v) {
-  return fmt::format("{{{}}}", fmt::join(v.dims.begin(), v.dims.begin() + v.rank, ","));
+  std::string s = "{";
+  for (uint32_t i = 0; i < v.rank; ++i)
+    s += (i ? "," : "") + ((v.ragged_dims >> i) & 1 ? std::string("ragged") : std::to_string(v.dims[i]));
+  return s + "}";
+}
+
+// Dim i of `a` and dim j of `b` are the same extent: equal, or one of them a ragged mode (a sequence's length, which
+// the map does not carry: it matches any).
+bool same_extent(const TensorMapView& a, uint32_t i, const TensorMapView& b, uint32_t j) {
+  return a.dims[i] == b.dims[j] || ((a.ragged_dims >> i) & 1) || ((b.ragged_dims >> j) & 1);
 }
 std::string strides_str(const TensorMapView& v) {
   return fmt::format("{{{}}}", fmt::join(v.strides.begin(), v.strides.begin() + (v.rank ? v.rank - 1 : 0), ","));
@@ -82,7 +91,12 @@ const std::string& bname(const Check& c) { return c.b.front(); }
 
 Result same_innermost(const Check& c, const TensorMapView& av, const TensorMapView* b) {
   const TensorMapView& bv = *b;
-  if (av.dims[0] == bv.dims[0]) return std::nullopt;
+  if (av.ragged_dims & 1)  // a's contiguous dim is its ragged (sequence) mode: never the head dim
+    return CheckFailure{
+        fmt::format("{} K-major: innermost dimension (dim 0) equal to {}'s dim 0 = {}", c.a, bname(c), bv.dims[0]),
+        fmt::format("{}'s dim 0 is its ragged (sequence) dim ({} dims {}, {} dims {}): {} is transposed", c.a, c.a,
+                    dims_str(av), bname(c), dims_str(bv), c.a)};
+  if (av.dims[0] == bv.dims[0] || (bv.ragged_dims & 1)) return std::nullopt;
   return CheckFailure{
       fmt::format("{} K-major: innermost dimension (dim 0) equal to {}'s dim 0 = {}", c.a, bname(c), bv.dims[0]),
       fmt::format("{} dim 0 = {} ({} dims {}, {} dims {}){}", c.a, av.dims[0], c.a, dims_str(av), bname(c),
@@ -93,7 +107,9 @@ Result same_innermost(const Check& c, const TensorMapView& av, const TensorMapVi
 }
 
 Result same_dims(const Check& c, const TensorMapView& av, const TensorMapView* b) {
-  if (av.rank == b->rank && av.dims == b->dims) return std::nullopt;
+  bool same = av.rank == b->rank;
+  for (uint32_t i = 0; same && i < av.rank; ++i) same = same_extent(av, i, *b, i);
+  if (same) return std::nullopt;
   return CheckFailure{fmt::format("{} has the dims of {} = {}", c.a, bname(c), dims_str(*b)),
                       fmt::format("{} dims {}", c.a, dims_str(av))};
 }
@@ -174,10 +190,15 @@ Result distinct_address(const Check& c, const TensorMapView& av, const TensorMap
 // The dims of `a` include those of `b` (as a multiset): `a` has b's dims, in any order, plus the dims b's map
 // dropped (TMA drops stride-0 modes, so a broadcast K has a map of lower rank than a contiguous dK).
 Result permutation_of(const Check& c, const TensorMapView& av, const TensorMapView* b) {
-  std::vector<uint64_t> rest(av.dims.begin(), av.dims.begin() + av.rank);
+  std::vector<uint32_t> rest;  // a's dims not matched yet (ragged ones last: they match any extent)
+  for (uint32_t i = 0; i < av.rank; ++i)
+    if (!((av.ragged_dims >> i) & 1)) rest.push_back(i);
+  for (uint32_t i = 0; i < av.rank; ++i)
+    if ((av.ragged_dims >> i) & 1) rest.push_back(i);
   bool ok = av.rank >= b->rank;
-  for (uint32_t i = 0; ok && i < b->rank; ++i) {
-    const auto it = std::find(rest.begin(), rest.end(), b->dims[i]);
+  for (uint32_t j = 0; ok && j < b->rank; ++j) {
+    const auto it =
+        std::find_if(rest.begin(), rest.end(), [&](uint32_t i) { return same_extent(av, i, *b, j); });
     if (it == rest.end())
       ok = false;
     else
@@ -193,18 +214,47 @@ Result permutation_of(const Check& c, const TensorMapView& av, const TensorMapVi
 Result dims_extend(const Check& c, const TensorMapView& av, const TensorMapView* b) {
   uint32_t j = 0;
   for (uint32_t i = 0; i < av.rank && j < b->rank; ++i)
-    if (av.dims[i] == b->dims[j]) ++j;
+    if (same_extent(av, i, *b, j)) ++j;
   if (j == b->rank && av.rank >= b->rank) return std::nullopt;
   return CheckFailure{fmt::format("{} has the dims of {} = {}, in that order (plus any {} drops as broadcast)", c.a,
                                   bname(c), dims_str(*b), bname(c)),
                       fmt::format("{} dims {}", c.a, dims_str(av))};
 }
 
+// a's dims past its innermost are b's dims past its innermost, in any order (two outputs of one GEMM over the same
+// rows: heads, sequence, batch; their innermost dims differ).
+Result same_outer_dims(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  std::vector<uint32_t> rest;
+  for (uint32_t i = 1; i < av.rank; ++i) rest.push_back(i);
+  bool ok = av.rank == b->rank;
+  for (uint32_t j = 1; ok && j < b->rank; ++j) {
+    const auto it = std::find_if(rest.begin(), rest.end(), [&](uint32_t i) { return same_extent(av, i, *b, j); });
+    if (it == rest.end())
+      ok = false;
+    else
+      rest.erase(it);
+  }
+  if (ok) return std::nullopt;
+  auto outer = [](const TensorMapView& v) {
+    TensorMapView o = v;
+    for (uint32_t i = 0; i + 1 < v.rank; ++i) o.dims[i] = v.dims[i + 1];
+    o.ragged_dims = static_cast<uint8_t>(v.ragged_dims >> 1);
+    o.rank = v.rank ? v.rank - 1 : 0;
+    return dims_str(o);
+  };
+  return CheckFailure{fmt::format("{}'s dims past its innermost are {}'s past its innermost = {}, in any order", c.a,
+                                  bname(c), outer(*b)),
+                      fmt::format("{} dims {} (past its innermost {})", c.a, dims_str(av), outer(av))};
+}
+
 Result same_dim(const Check& c, const TensorMapView& av, const TensorMapView* b) {
   const uint64_t x = c.number < av.rank ? av.dims[c.number] : 0, y = c.number_b < b->rank ? b->dims[c.number_b] : 0;
-  if (x != 0 && x == y) return std::nullopt;
+  if (x != 0 && y != 0 && same_extent(av, static_cast<uint32_t>(c.number), *b, static_cast<uint32_t>(c.number_b)))
+    return std::nullopt;
   auto dim = [](const TensorMapView& v, uint64_t i) {
-    return i < v.rank ? fmt::format("{}", v.dims[i]) : fmt::format("absent (rank {})", v.rank);
+    return i >= v.rank               ? fmt::format("absent (rank {})", v.rank)
+           : (v.ragged_dims >> i) & 1 ? std::string("ragged")
+                                      : fmt::format("{}", v.dims[i]);
   };
   return CheckFailure{fmt::format("{} dim {} equals {} dim {}", c.a, c.number, bname(c), c.number_b),
                       fmt::format("{} dim {} = {}, {} dim {} = {}", c.a, c.number, dim(av, c.number), bname(c),
@@ -218,6 +268,7 @@ Result same_dtype(const Check& c, const TensorMapView& av, const TensorMapView* 
 }
 
 Result no_overlap(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  if (av.ragged_dims || b->ragged_dims) return std::nullopt;  // a ragged tensor's extent is per sequence: no claim
   const std::optional<ByteRange> ra = map_range(av.encode_args()), rb = map_range(b->encode_args());
   if (!ra || !rb) return std::nullopt;  // a map built on address wraparound: no claim about its bytes
   const uint64_t a0 = ra->first, a1 = ra->end, b0 = rb->first, b1 = rb->end;
@@ -246,6 +297,7 @@ const std::vector<CheckKind>& check_kinds() {
       {"distinct_address", true, {}, no_keys, distinct_address},
       {"permutation_of", true, {}, no_keys, permutation_of},
       {"dims_extend", true, {}, no_keys, dims_extend},
+      {"same_outer_dims", true, {}, no_keys, same_outer_dims},
       {"same_dim", true, {"dim", "dim_b"}, parse_dim, same_dim},
       {"same_dtype", true, {}, no_keys, same_dtype},
   };

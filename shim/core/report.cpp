@@ -56,6 +56,17 @@ json map_json(const TensorMapView& v) {
   if (v.large_tensor_flag()) j["large_tensor_flag"] = true;
   if (v.stale_strides_past_rank) j["stale_strides_past_rank"] = true;
   if (v.ignored_words) j["ignored_words"] = ignored_word_list(v.ignored_words);
+  if (const std::optional<RaggedTensor> r = ragged_tensor(v)) {  // the tensor under it: both views
+    json dims = json::array();
+    for (uint32_t i = 0; i < r->tensor.rank; ++i)
+      dims.push_back(i == r->dim ? json("ragged") : json(r->tensor.dims[i]));
+    j["ragged"] = {{"form", to_string(r->form)},
+                   {"dim", r->dim},
+                   {"tensor",
+                    {{"address", fmt::format("0x{:x}", r->tensor.address)},
+                     {"dims", dims},
+                     {"strides_bytes", first_n(r->tensor.strides, r->tensor.rank - 1)}}}};
+  }
   return j;
 }
 
@@ -77,6 +88,13 @@ std::string map_text(const TensorMapView& v) {
   if (v.ignored_words)
     s += fmt::format(" (words the TMA unit does not read hold values: {})",
                      fmt::join(ignored_word_list(v.ignored_words), ", "));
+  if (const std::optional<RaggedTensor> r = ragged_tensor(v)) {
+    std::string dims;
+    for (uint32_t i = 0; i < r->tensor.rank; ++i)
+      dims += (i ? "," : "") + (i == r->dim ? std::string("ragged") : std::to_string(r->tensor.dims[i]));
+    s += fmt::format(" ragged ({}, dim {}): the tensor at 0x{:x} dims {{{}}} strides_bytes {}", to_string(r->form),
+                     r->dim, r->tensor.address, dims, list(r->tensor.strides, r->tensor.rank - 1));
+  }
   return s;
 }
 

@@ -66,7 +66,10 @@ std::vector<Evaluation> evaluate(const Check& c, const std::map<std::string, con
     if (!e.undecodable) {
       Check one = c;
       if (!bn.empty()) one.b = {bn};
-      e.failure = c.kind->evaluate(one, a->decoded.view, b ? &b->decoded.view : nullptr);
+      // A ragged map is judged as the tensor under it (its extra modes and shifted address are the idiom's own).
+      const TensorMapView av = judged_view(a->decoded.view);
+      const TensorMapView bv = b ? judged_view(b->decoded.view) : TensorMapView{};
+      e.failure = c.kind->evaluate(one, av, b ? &bv : nullptr);
     }
     out.push_back(std::move(e));
   }

@@ -505,6 +505,69 @@ DecodeResult decode(const uint8_t b[kTensorMapBytes], Convention convention) {
   return r;
 }
 
+const char* to_string(Ragged r) {
+  switch (r) {
+    case Ragged::kPtrShift: return "ptr-shift";
+    case Ragged::kWraparound: return "wraparound";
+    default: return "none";
+  }
+}
+
+std::optional<RaggedTensor> ragged_tensor(const TensorMapView& v) {
+  constexpr uint64_t kRows = 1ULL << 30, kLimit = (1ULL << 31) - 1, kTritonLimit = 0x7fff0000ULL;
+  const uint64_t es = static_cast<uint64_t>(element_size(v.dtype));
+  if (v.kind != MapKind::kTiled || v.rank < 3 || v.rank > kMaxRank || es == 0) return std::nullopt;
+  auto stride_of = [&](uint32_t i) { return i == 0 ? es : v.strides[i - 1]; };
+  // The ragged mode below `end`: extent 2^30, byte stride `stride`.
+  auto ragged_mode = [&](uint32_t end, uint64_t stride) -> int {
+    for (uint32_t j = 0; j < end; ++j)
+      if (v.dims[j] == kRows && stride_of(j) == stride) return static_cast<int>(j);
+    return -1;
+  };
+  auto without_last = [&](uint32_t extra, int dim, uint64_t base) {
+    RaggedTensor r;
+    r.dim = static_cast<uint32_t>(dim);
+    r.tensor = v;
+    TensorMapView& t = r.tensor;
+    for (uint32_t i = v.rank - extra; i < v.rank; ++i) {
+      t.dims[i] = 0;
+      t.box[i] = 0;
+      t.element_strides[i] = 0;
+      t.strides[i - 1] = 0;
+    }
+    t.rank = v.rank - extra;
+    t.address = base;
+    t.ragged_dims = static_cast<uint8_t>(1u << dim);
+    return r;
+  };
+  const uint32_t last = v.rank - 1;
+  if (v.rank >= 4 && v.dims[last] >= kTritonLimit && v.dims[last - 1] >= kTritonLimit &&
+      v.dims[last] <= kLimit && v.dims[last - 1] <= kLimit) {
+    const uint64_t a = stride_of(last - 1), b = stride_of(last);
+    if (a + b == es << 34)
+      for (const uint64_t stride : {a, b})
+        if (const int j = ragged_mode(last - 1, stride); j >= 0) {
+          RaggedTensor r = without_last(2, j, v.address);
+          r.form = Ragged::kWraparound;
+          return r;
+        }
+  }
+  if (v.dims[last] == kLimit) {
+    const uint64_t stride = stride_of(last);
+    if (const int j = ragged_mode(last, stride); j >= 0) {
+      RaggedTensor r = without_last(1, j, v.address + kRows * stride);  // (mod 2^64, as the hardware adds)
+      r.form = Ragged::kPtrShift;
+      return r;
+    }
+  }
+  return std::nullopt;
+}
+
+TensorMapView judged_view(const TensorMapView& v) {
+  if (std::optional<RaggedTensor> r = ragged_tensor(v)) return r->tensor;
+  return v;
+}
+
 const char* to_string(Encoder e) {
   switch (e) {
     case Encoder::kDriver: return "driver";

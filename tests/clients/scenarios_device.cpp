@@ -6,6 +6,8 @@
 //                 with a fresh scratch buffer (cuMemAlloc). a and out: 128 x 64 bf16 (16 KiB each).
 //     TG_DEVICE_BAD=beyond       the store map of `out` says 256 rows: it reaches 16 KiB past out's allocation
 //                  =transposed   the store map of `out` sees it column-major (dims {128, 64}, stride 256 B)
+//                  =ragged       the store map of `out` is ragged (quack's ptr-shift form); =ragged_wrap: Triton's
+//                                wraparound form (both healthy: what the idioms do on purpose)
 //     TG_DEVICE_FREE=1           the scratch buffer is freed right after each launch (and its memory reused)
 //     TG_DEVICE_SPLIT=1          out lies across two adjacent allocations of 8 KiB each (as PyTorch's expandable
 //                                segments map memory piece by piece)
@@ -76,6 +78,30 @@ void device_map(uint8_t* out, uint64_t addr, uint64_t rows, uint64_t cols, bool 
   if (tmaguard::encode_in_form(tmaguard::Encoder::kDeviceBuilt, a, out) != 0) die("device-built encode failed");
 }
 
+// A ragged store map of the rows x cols bf16 matrix at addr, device-built: quack's ptr-shift form (address 2^30 rows
+// below the tensor, dims {cols, 2^30, 2^31 - 1}) or Triton's tools/ragged_tma.py wraparound form (the tensor's own
+// address, dims {cols, 2^30, 0x7fff0000, 0x7fff0000}, last strides S and 2^35 - S bytes).
+void ragged_device_map(uint8_t* out, uint64_t addr, bool wraparound) {
+  const uint64_t row = 2 * kCols, billion = 1ULL << 30;
+  tmaguard::EncodeArgs a;
+  a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  a.box = {64, 64, 1, 1};
+  a.element_strides = {1, 1, 1, 1};
+  a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  if (wraparound) {
+    a.rank = 4;
+    a.address = addr;
+    a.dims = {kCols, billion, 0x7fff0000ULL, 0x7fff0000ULL};
+    a.strides = {row, row, (1ULL << 35) - row};
+  } else {
+    a.rank = 3;
+    a.address = addr - billion * row;
+    a.dims = {kCols, billion, (1ULL << 31) - 1};
+    a.strides = {row, row};
+  }
+  if (tmaguard::encode_in_form(tmaguard::Encoder::kDeviceBuilt, a, out) != 0) die("ragged device-built encode failed");
+}
+
 // The kernel body: every program writes its two descriptors (a's load map, out's store map) into the scratch.
 void body(void** params, void*) {
   uint64_t a, out, scratch;
@@ -86,7 +112,10 @@ void body(void** params, void*) {
   auto* s = reinterpret_cast<uint8_t*>(scratch);
   for (int p = 0; p < kPrograms; ++p) {
     device_map(s + p * 256, a, kRows, kCols, false);
-    device_map(s + p * 256 + 128, out, bad == "beyond" ? 2 * kRows : kRows, kCols, bad == "transposed");
+    if (bad == "ragged" || bad == "ragged_wrap")
+      ragged_device_map(s + p * 256 + 128, out, bad == "ragged_wrap");
+    else
+      device_map(s + p * 256 + 128, out, bad == "beyond" ? 2 * kRows : kRows, kCols, bad == "transposed");
   }
 }
 

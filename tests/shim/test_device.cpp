@@ -64,6 +64,21 @@ TEST(DeviceMaps, HealthyDeviceBuiltMapsAreFoundAndPass) {
   EXPECT_EQ(census[0]["maps_in_device_memory"], 2);
 }
 
+// Ragged store maps (an address below the tensor, extents of 2^30 and 2^31 - 1) are found and judged as the tensor
+// under them: no allocation or footprint finding, in abort mode, in either idiom.
+TEST(DeviceMaps, RaggedMapsAreFoundAndDrawNothing) {
+  for (const char* form : {"ragged", "ragged_wrap"}) {
+    const ClientRun r = run({{"TG_DEVICE_BAD", form}, {"TMAGUARD_MODE", "abort"}});
+    ASSERT_TRUE(r.p.exited && r.p.code == 0) << form << describe(r);
+    EXPECT_EQ(r.ran, 6) << form;
+    EXPECT_TRUE(r.events("violation").empty() && r.events("warning").empty()) << form << describe(r);
+    const json a = audit_of(r);
+    ASSERT_FALSE(a.is_null()) << describe(r);
+    EXPECT_EQ(a["maps_found"], 8) << form << ": the ragged map counts (its tensor lies in out's allocation)\n"
+                                  << describe(r);
+  }
+}
+
 TEST(DeviceMaps, AMapReachingPastItsAllocationAbortsAfterTheKernel) {
   for (const char* entry : {"launch", "ex_ptsz", "coop"}) {
     const ClientRun r = run({{"TG_DEVICE_BAD", "beyond"}}, entry);
