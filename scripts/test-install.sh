@@ -74,7 +74,7 @@ for tree in "$work/moved-prefix" "$work/deb/usr"; do
   grep -q "library: $lib: tmaguard $version (git $revision)" <<<"$out" ||
     fail "$tg --version does not name this build's library: $out"
   ok
-  "$tg" check-rules "$tree/share/tmaguard/rules/fa4_sm100_bwd.toml" "$tree"/share/tmaguard/rules/examples/*.toml \
+  "$tg" check-rules "$tree"/share/tmaguard/rules/fa4_*.toml "$tree"/share/tmaguard/rules/examples/*.toml \
     >"$work/check.out" 2>&1 || fail "check-rules on the installed rules: $(cat "$work/check.out")"
   ok
   "$tg" demo >"$work/demo.out" 2>&1 || fail "the installed demo did not stop the bad launch: $(tail -5 "$work/demo.out")"

@@ -3,9 +3,11 @@
 // plus dynamic shape and stride words; scalars), and descriptors with Blackwell-only features.
 //
 //   TG_FA4_CONFIG: 1cta_hd64 | 1cta_hd96 | 1cta_hd128 | 2cta_hd128 | 2cta_hd192 | hd256 | gqa4 | gqa7 | varlen4 |
-//                  varlen7 | broadcast_k
-//   TG_FA4_BAD:    none | dk | dv   (a seqlen-contiguous dK or dV)
-//                  | dk_expand | dv_expand (one batch's dK or dV expand()ed over the batch: batch stride 0)
+//                  varlen7 | broadcast_k (SM100); sm90 | sm90_gqa | sm90_varlen (ragged dK/dV) | hd256_dq |
+//                  mla | mla_dqv (sparse MLA dQ/dQv) | unknown_family (a backward class no preset knows)
+//   TG_FA4_BAD:    none | dk | dv | dq   (a seqlen-contiguous dK, dV or dQ; sm90_varlen: heads contiguous)
+//                  | dk_expand | dv_expand | dq_expand (one batch's dK, dV or dQ expand()ed over the batch: batch
+//                  stride 0) | dq_t | dqv_t | dqv_expand (MLA)
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -145,6 +147,84 @@ int run_config() {
     p.push_back(f32(0.0625f));
     p.push_back(tensor_arg(kBase + 7 * kStep, 4));  // sum_OdO
     for (int32_t v32 : {256, 512, 256, 4, 2, 2}) p.push_back(i32(v32));
+  } else if (cfg == "sm90" || cfg == "sm90_gqa") {
+    // FlashAttentionBackwardSm90 (flash_bwd_sm90.py): Q K V dO, then dK dV (dK first) when q heads equal kv heads.
+    name = "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm90FlashAttentionBackwardSm90_object_at__0x7f_0";
+    const bool gqa = cfg == "sm90_gqa";
+    const uint64_t hq = gqa ? 8 : H, hk = gqa ? 2 : H;
+    p.push_back(as_param(tmap(bshd(kBase, B, S, hq, 128))));
+    p.push_back(as_param(tmap(bshd(kBase + kStep, B, SK, hk, 128))));
+    p.push_back(as_param(tmap(bshd(kBase + 2 * kStep, B, SK, hk, 128))));
+    p.push_back(as_param(tmap(bshd(kBase + 3 * kStep, B, S, hq, 128))));
+    if (!gqa) {
+      p.push_back(as_param(tmap(out(kBase + 5 * kStep, B, SK, H, 128, true))));
+      p.push_back(as_param(tmap(out(kBase + 4 * kStep, B, SK, H, 128, false))));
+    } else {
+      p.push_back(tensor_arg(kBase + 5 * kStep, 4));  // dKaccum, dVaccum (fp32)
+      p.push_back(tensor_arg(kBase + 4 * kStep, 4));
+    }
+    p.push_back(tensor_arg(kBase + 6 * kStep, 4));  // LSE
+    p.push_back(tensor_arg(kBase + 7 * kStep, 4));  // dPsum
+    p.push_back(tensor_arg(kBase + 8 * kStep, 4));  // dQaccum
+    p.push_back(f32(0.125f));
+  } else if (cfg == "sm90_varlen") {
+    // The same with cu_seqlens_k: Q K V dO (total, h, d); dK/dV through quack's ragged maps (ptr_shift=True): dims
+    // {d, 2^30, h, 2^31 - 1}, strides {S, Sh, S}, address base - 2^30 S. dk/dv: the heads contiguous instead.
+    name = "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm90FlashAttentionBackwardSm90_object_at__0x7f_0";
+    const uint64_t h = 8, d = 128, total = 1000;
+    auto ragged = [&](uint64_t base, bool transposed) {
+      const uint64_t st = 2 * h * d;
+      const Tensor t = transposed ? Tensor{base - (1ULL << 30) * st, {h, 1ULL << 30, d, (1ULL << 31) - 1}, {st, 2 * h, st}}
+                                  : Tensor{base - (1ULL << 30) * st, {d, 1ULL << 30, h, (1ULL << 31) - 1}, {st, 2 * d, st}};
+      return tmap(t);
+    };
+    p.push_back(as_param(tmap(thd(kBase, total, h, d))));
+    p.push_back(as_param(tmap(thd(kBase + kStep, total, h, d))));
+    p.push_back(as_param(tmap(thd(kBase + 2 * kStep, total, h, d))));
+    p.push_back(as_param(tmap(thd(kBase + 3 * kStep, total, h, d))));
+    p.push_back(as_param(ragged(kBase + 5 * kStep, dk_bad)));
+    p.push_back(as_param(ragged(kBase + 4 * kStep, dv_bad)));
+    p.push_back(tensor_arg(kBase + 9 * kStep, 1));   // cu_seqlens_q
+    p.push_back(tensor_arg(kBase + 10 * kStep, 1));  // cu_seqlens_k
+    p.push_back(f32(0.125f));
+  } else if (cfg == "hd256_dq") {
+    // BlackwellFusedMultiHeadAttentionBackwardDQKernel (sm100_hd256_2cta_fmha_backward_dqkernel.py): q k v do kt dQ,
+    // kt K's transposed view at K's address. dq: a seqlen-contiguous dQ; dq_expand: one batch's dQ over the batch.
+    name =
+        "kernel_cutlass_kernel_flash_attncutesm100_hd256_2cta_fmha_backward_dqkernelBlackwellFusedMultiHeadAttention"
+        "BackwardDQKernel_object_at__0x7f_0";
+    // (s_q = 384, not 256: a seqlen-contiguous dQ whose seqlen equals the head dim has Q's dims, see README)
+    const uint64_t hd = 256, SQ = 384;
+    const Tensor k = bshd(kBase + kStep, B, SK, H, hd);
+    p.push_back(as_param(tmap(bshd(kBase, B, SQ, H, hd))));
+    p.push_back(as_param(tmap(k)));
+    p.push_back(as_param(tmap(bshd(kBase + 2 * kStep, B, SK, H, hd))));
+    p.push_back(as_param(tmap(bshd(kBase + 3 * kStep, B, SQ, H, hd))));
+    p.push_back(as_param(tmap(bshd(k.addr, B, SK, H, hd, true))));  // kt
+    Tensor dq = bshd(kBase + 5 * kStep, B, SQ, H, hd, bad == "dq");
+    if (bad == "dq_expand") dq.strides[2] = 0;
+    p.push_back(as_param(tmap(dq)));
+    p.push_back(tensor_arg(kBase + 6 * kStep, 4));  // LSE
+    p.push_back(f32(0.0625f));
+  } else if (cfg == "mla" || cfg == "mla_dqv") {
+    // dQdQvGemmKernel (flash_bwd_mla_dq_dqv_sm100.py): dS (b, s_q, h, top_k), then dQ (mla only) and dQv
+    // (b, s_q, h, d) with d 64 and 512. dq_t / dqv_t: seqlen-contiguous; dq_expand / dqv_expand: batch stride 0.
+    name = "kernel_cutlass_kernel_flash_attncuteflash_bwd_mla_dq_dqv_sm100dQdQvGemmKernel_object_at__0x7f_0";
+    const uint64_t topk = 2048;
+    p.push_back(as_param(tmap(bshd(kBase, B, S * 3, H, topk))));  // s_q 768: not a head dim
+    auto output = [&](uint64_t addr, uint64_t d, const std::string& what) {
+      Tensor t = bshd(addr, B, S * 3, H, d, bad == what + "_t");
+      if (bad == what + "_expand") t.strides[2] = 0;
+      p.push_back(as_param(tmap(t)));
+    };
+    if (cfg == "mla") output(kBase + kStep, 64, "dq");
+    output(kBase + 2 * kStep, 512, "dqv");
+    p.push_back(tensor_arg(kBase + 3 * kStep, 4));  // top-k indices
+    p.push_back(f32(0.0625f));
+  } else if (cfg == "unknown_family") {
+    // A backward class of the family no preset knows (a renamed fork): its maps are Q K V dO dK dV.
+    name = "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm110FlashAttentionBackwardSm110_object_at__0x7f_0";
+    for (int i = 0; i < 6; ++i) p.push_back(as_param(tmap(bshd(kBase + i * kStep, B, S, H, 128))));
   } else {
     die("unknown TG_FA4_CONFIG");
   }

@@ -105,9 +105,23 @@ TEST(Fa4, PresetParsesAndMatchesKernelNames) {
                 .size(),
             5u);
   EXPECT_EQ(rules_for_kernel(*r.rules, kHd256).size(), 2u);
-  EXPECT_TRUE(
+  EXPECT_EQ(
       rules_for_kernel(*r.rules, "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm90FlashAttentionBackwardSm90_0")
-          .empty());
+          .size(),
+      3u);
+  // Kernels of the family no preset rule knows are said (fa4-unknown-backward-kernel); those it knows are not.
+  const auto unknown = [&](const char* name) {
+    for (int i : rules_for_kernel(*r.rules, name))
+      if (describe_rules(*r.rules)[static_cast<std::size_t>(i)].rfind("rule 'fa4-unknown-backward-kernel'", 0) == 0) return true;
+    return false;
+  };
+  EXPECT_TRUE(unknown("kernel_cutlass_kernel_myforkFlashAttentionBackwardSm103_0"));
+  EXPECT_TRUE(unknown("kernel_cutlass_kernel_fa4BlackwellFusedMultiHeadAttentionBackwardHd512Kernel_0"));
+  EXPECT_TRUE(unknown("kernel_cutlass_kernel_fa4FlashAttentionBackwardSm900_0"));
+  EXPECT_FALSE(unknown(kSm100Bwd));
+  EXPECT_FALSE(unknown(kHd256));
+  EXPECT_FALSE(unknown("kernel_cutlass_kernel_flash_attncuteflash_bwd_sm90FlashAttentionBackwardSm90_0"));
+  EXPECT_FALSE(unknown("kernel_cutlass_kernel_flash_attncuteflash_bwd_sm120FlashAttentionBackwardSm120_0"));
 }
 
 // Every healthy configuration of the table is silent (no finding at all), on sm_100 and on an unknown GPU.
@@ -312,4 +326,131 @@ TEST(Fa4, WordsTheTmaUnitIgnoresNeverHideATransposedDk) {
       }
     }
   }
+}
+
+// ---- the FA4 family beyond SM100's dK/dV kernels (rules/fa4_sm90_bwd.toml, fa4_hd256_dq.toml, fa4_mla_dq_dqv.toml)
+
+namespace {
+const char* kSm90Bwd = "kernel_cutlass_kernel_flash_attncuteflash_bwd_sm90FlashAttentionBackwardSm90_object_at__x_0";
+const char* kHd256Dq =
+    "kernel_cutlass_kernel_flash_attncutesm100_hd256_2cta_fmha_backward_dqkernelBlackwellFusedMultiHeadAttention"
+    "BackwardDQKernel_object_at__x_0";
+const char* kMla = "kernel_cutlass_kernel_flash_attncuteflash_bwd_mla_dq_dqv_sm100dQdQvGemmKernel_object_at__x_0";
+
+// A ragged map of a varlen (total, h, d) tensor as quack's create_ragged_tensor_for_tma(ptr_shift=True) builds it:
+// dims {d, 2^30, h, 2^31 - 1}, strides {S, Sh, S}, address base - 2^30 S; `transposed`: the heads contiguous instead
+// (dims {h, 2^30, d, 2^31 - 1}).
+TensorMapParam ragged(int param, uint64_t base, uint64_t h, uint64_t d, bool transposed = false) {
+  const uint64_t s = 2 * h * d, inner = 2 * d;
+  T t;
+  if (!transposed)
+    t = {{d, 1ULL << 30, h, (1ULL << 31) - 1}, {s, inner, s}};
+  else
+    t = {{h, 1ULL << 30, d, (1ULL << 31) - 1}, {s, 2 * h, s}};
+  return map(param, base - (1ULL << 30) * s, t);
+}
+}  // namespace
+
+// FA4's SM90 backward: Q K V dO dK dV (dK before dV). Healthy: silent; a transposed dK or dV: the layout error; GQA
+// (4 maps, fp32 accumulators): counted as not checkable; varlen K: ragged dK/dV judged as the tensor under them.
+TEST(Fa4Family, Sm90BackwardIsJudgedLikeSm100s) {
+  auto sm90 = [](const Fa4& f, uint32_t box = 64) {
+    return std::vector<TensorMapParam>{map(1, kBase, f.q, box), map(2, kBase + kStep, f.k, box),
+                                       map(3, kBase + 2 * kStep, f.v, box), map(5, kBase + 3 * kStep, f.dout, box),
+                                       map(6, kBase + 5 * kStep, f.dk, box), map(7, kBase + 4 * kStep, f.dv, box)};
+  };
+  for (const Arch& arch : {Arch{9, 0}, Arch{}}) {
+    EXPECT_TRUE(judge(sm90(mha(128, 128)), kSm90Bwd, arch).findings.empty());
+    EXPECT_TRUE(judge(sm90(mha(64, 64), 32), kSm90Bwd, arch).findings.empty());
+    EXPECT_EQ(rules_of(judge(sm90(mha(128, 128, true)), kSm90Bwd, arch)), std::vector<std::string>{"fa4-dk-not-k-major!"});
+    EXPECT_EQ(rules_of(judge(sm90(mha(128, 128, false, true)), kSm90Bwd, arch)),
+              std::vector<std::string>{"fa4-dv-not-k-major!"});
+  }
+  const auto gqa = judge({map(1, kBase, bshd(2, 256, 8, 128)), map(2, kBase + kStep, bshd(2, 512, 2, 128)),
+                          map(3, kBase + 2 * kStep, bshd(2, 512, 2, 128)), map(5, kBase + 3 * kStep, bshd(2, 256, 8, 128))},
+                         kSm90Bwd, Arch{9, 0});
+  EXPECT_TRUE(gqa.findings.empty());
+  ASSERT_EQ(gqa.not_checkable.size(), 1u);
+  EXPECT_EQ(gqa.not_checkable[0].reason, "dK/dV fp32 accumulators (GQA)");
+  // Varlen K (cu_seqlens_k): Q K V dO are (total, h, d), rank 3; dK/dV ragged (ptr-shift).
+  const uint64_t h = 8, d = 128;  // (a heads-contiguous dK needs 2h bytes a multiple of 16)
+  std::vector<TensorMapParam> varlen = {map(1, kBase, thd(1000, h, d)), map(2, kBase + kStep, thd(1000, h, d)),
+                                        map(3, kBase + 2 * kStep, thd(1000, h, d)),
+                                        map(5, kBase + 3 * kStep, thd(1000, h, d)), ragged(6, kBase + 5 * kStep, h, d),
+                                        ragged(7, kBase + 4 * kStep, h, d)};
+  for (const TensorMapParam& m : varlen) ASSERT_TRUE(m.decoded.ok()) << m.decoded.not_a_map;
+  const auto rt = ragged_tensor(varlen[4].decoded.view);
+  ASSERT_TRUE(rt.has_value());
+  EXPECT_EQ(rt->form, Ragged::kPtrShift);
+  EXPECT_EQ(rt->dim, 1u);
+  EXPECT_EQ(rt->tensor.address, kBase + 5 * kStep) << "the tensor's own base";
+  EXPECT_EQ(rt->tensor.rank, 3u);
+  const auto healthy = judge(varlen, kSm90Bwd, Arch{9, 0});
+  EXPECT_TRUE(healthy.findings.empty()) << healthy.findings[0].rule << ": " << healthy.findings[0].observed;
+  varlen[4] = ragged(6, kBase + 5 * kStep, h, d, true);
+  const auto bad = judge(varlen, kSm90Bwd, Arch{9, 0});
+  ASSERT_EQ(rules_of(bad), std::vector<std::string>{"fa4-dk-not-k-major!"});
+  EXPECT_EQ(bad.findings[0].observed, "dK dim 0 = 8 (dK dims {8,ragged,128}, K dims {128,1000,8})");
+}
+
+// What the ragged idiom does on purpose (an address below the tensor, extents of 2^30 and 2^31 - 1 that alias) draws
+// nothing from the generic checks, in either form; records show the map and the tensor under it.
+TEST(Fa4Family, RaggedMapsDrawNothingFromTheGenericChecks) {
+  const TensorMapParam quack = ragged(1, kBase, 4, 128);
+  // Triton's tools/ragged_tma.py: (M, N) bf16 -> dims {N, 2^30, 0x7fff0000, 0x7fff0000}, strides {2N, 2N, 2^35 - 2N}.
+  const T triton{{128, 1ULL << 30, 0x7fff0000, 0x7fff0000}, {256, 256, (1ULL << 35) - 256}};
+  const TensorMapParam tri = map(2, kBase, triton);
+  for (const TensorMapParam* m : {&quack, &tri}) {
+    ASSERT_TRUE(m->decoded.ok()) << m->decoded.not_a_map;
+    std::vector<Finding> out;
+    for (const Arch& a : {Arch{9, 0}, Arch{10, 0}}) check_descriptor("k", *m, a, out);
+    EXPECT_TRUE(out.empty()) << out[0].rule << ": " << out[0].observed;
+    EXPECT_FALSE(map_range(m->decoded.view.encode_args()).has_value());
+    EXPECT_FALSE(aliasing(m->decoded.view.encode_args()).has_value());
+    EXPECT_TRUE(encode_warnings(m->decoded.view.encode_args()).empty());
+  }
+  const auto t = ragged_tensor(tri.decoded.view);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->form, Ragged::kWraparound);
+  EXPECT_EQ(t->tensor.rank, 2u);
+  EXPECT_EQ(t->tensor.address, kBase);
+  EXPECT_FALSE(ragged_tensor(map(1, kBase, bshd(2, 256, 4, 128)).decoded.view).has_value());
+}
+
+// The hd256 dQ kernel: q k v do kt dQ, kt at K's address; dQ must be K-major with Q's dims.
+TEST(Fa4Family, Hd256DqKernelStopsATransposedDq) {
+  auto launch = [](bool dq_bad, bool kt_elsewhere = false) {
+    const T q = bshd(2, 512, 4, 256), k = bshd(2, 512, 4, 256);
+    const T kt{{512, 256, 4, 2}, {512, 2 * 512 * 256 * 4 / 4, 2 * 512 * 4 * 256}};
+    return std::vector<TensorMapParam>{map(1, kBase, q),
+                                       map(2, kBase + kStep, k),
+                                       map(3, kBase + 2 * kStep, bshd(2, 512, 4, 256)),
+                                       map(4, kBase + 3 * kStep, bshd(2, 512, 4, 256)),
+                                       map(5, kt_elsewhere ? kBase + 6 * kStep : kBase + kStep, kt, 64),
+                                       map(6, kBase + 5 * kStep, bshd(2, 512, 4, 256, dq_bad))};
+  };
+  EXPECT_TRUE(judge(launch(false), kHd256Dq, Arch{10, 0}).findings.empty());
+  EXPECT_EQ(rules_of(judge(launch(true), kHd256Dq, Arch{10, 0})), std::vector<std::string>{"fa4-dq-not-k-major!"});
+  EXPECT_EQ(rules_of(judge(launch(true, true), kHd256Dq, Arch{10, 0})),
+            std::vector<std::string>{"fa4-unrecognized-signature?"});
+}
+
+// Sparse MLA's dQ/dQv GEMM: dS dQ dQv (dS dQv when dQ is not computed). The head dims are compile-time constants no
+// map carries, so a dQ whose outer dims are not dS's is a warning; elements that share memory are an error.
+TEST(Fa4Family, SparseMlaDqDqvIsJudgedAtWarningSeverity) {
+  const uint64_t h = 128, s = 256, b = 2, topk = 2048;
+  const T ds{{topk, h, s, b}, {2 * topk, 2 * topk * h, 2 * topk * h * s}};
+  auto out = [&](uint64_t hd, bool transposed, bool aliased = false) {
+    if (transposed) return T{{h, hd, s, b}, {2 * h, 2 * h * hd, 2 * h * hd * s}};
+    return T{{hd, h, s, b}, {2 * hd, aliased ? 0 : 2 * hd * h, 2 * hd * h * s}};
+  };
+  auto launch = [&](bool dq_bad, bool dqv_aliased = false) {
+    return std::vector<TensorMapParam>{map(1, kBase, ds), map(2, kBase + kStep, out(64, dq_bad), 64),
+                                       map(3, kBase + 2 * kStep, out(512, false, dqv_aliased))};
+  };
+  EXPECT_TRUE(judge(launch(false), kMla, Arch{10, 0}).findings.empty());
+  EXPECT_EQ(rules_of(judge(launch(true), kMla, Arch{10, 0})), std::vector<std::string>{"fa4-mla-dq-layout?"});
+  EXPECT_EQ(rules_of(judge(launch(false, true), kMla, Arch{10, 0})), std::vector<std::string>{"fa4-mla-dqv-aliased!"});
+  const auto two = judge({map(1, kBase, ds), map(2, kBase + 2 * kStep, out(512, true))}, kMla, Arch{10, 0});
+  EXPECT_EQ(rules_of(two), std::vector<std::string>{"fa4-mla-dqv-layout?"});
 }

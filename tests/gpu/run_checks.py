@@ -174,6 +174,100 @@ def fa4_matrix():
         one("driver", "encode", "dv_bad", "log", variant=variant)
 
 
+def family_fields(out):
+    m = re.search(r"FAMILY .*launch_rc=(-?\d+) sync=(-?\d+) out=(\S+)", out)
+    if not m:
+        return None
+    return int(m.group(1)), int(m.group(2)), dict(x.split(":") for x in m.group(3).split(","))
+
+
+def fa4_family():
+    """The rest of FA4's backward family through real TMA kernels with the upstream map signatures: SM90 (MHA, GQA,
+    varlen K with ptr-shift ragged dK/dV maps), the hd256 dQ kernel, the sparse MLA dQ/dQv GEMM."""
+    exe = os.path.join(ARGS.build, "gpu", "fa4_family_gpu")
+    logdir = os.path.join(ARGS.out, "logs")
+    os.makedirs(logdir, exist_ok=True)
+    n = [0]
+    bad_tensor = {"dk_bad": "dK", "dv_bad": "dV", "dk_expand": "dK", "dq_bad": "dQ", "dq_expand": "dQ",
+                  "dqv_expand": "dQv", "dq_t": "dQ", "dqv_t": "dQv"}
+
+    def one(kernel, launch, desc, scenario, mode, guarded=True, rule=None, warning=None, not_checkable=None):
+        n[0] += 1
+        log = os.path.join(logdir, f"family{n[0]}.jsonl")
+        p, recs, _ = run([exe, kernel, launch, desc, scenario], guarded=guarded, mode=mode, log=log)
+        name = f"{kernel}/{launch}/{desc}/{scenario}/{mode if guarded else 'unguarded'}"
+        f = family_fields(p.stdout)
+        v, w, s = events(recs, "violation"), events(recs, "warning") + events(recs, "encode-warning"), events(recs, "summary")
+        nc = events(recs, "not-checkable")
+        detail = (f"rc={p.returncode} case={f} violations={[r.get('rule') for r in v]} "
+                  f"warnings={[r.get('rule') or r.get('message', '')[:100] for r in w]} "
+                  f"not_checkable={[r.get('message', '')[:80] for r in nc]} err={p.stderr.strip()[-200:]!r}")
+        outs = f[2] if f else {}
+        if not guarded:
+            ok = p.returncode == 0 and f and f[0] == 0 and "wrong" in outs.values()
+            record("silent corruption without tmaguard (FA4 family)", name, ok, detail)
+            return
+        if scenario == "ok":
+            ok = (p.returncode == 0 and f and f[0] == 0 and f[1] == 0 and set(outs.values()) == {"correct"}
+                  and not v and not w and s and s[0].get("launches_seen", 0) >= 1)
+            if not_checkable:
+                ok = ok and len(nc) == 1 and s[0].get("not_checkable", {}).get(not_checkable, 0) >= 1
+            else:
+                ok = ok and not nc
+        elif warning:  # provable only as a warning: said once, the kernel runs (and its output is wrong)
+            ok = (p.returncode == 0 and f and f[0] == 0 and not v and len(w) == 1 and w[0].get("rule") == warning
+                  and w[0].get("tensor") == bad_tensor[scenario] and outs.get(bad_tensor[scenario]) == "wrong")
+        elif mode == "abort":
+            ok = (p.returncode == -signal.SIGABRT and len(v) == 1 and v[0].get("tensor") == bad_tensor[scenario]
+                  and v[0].get("action") == "abort")
+        elif mode == "reject":
+            ok = (p.returncode == 0 and f and f[0] != 0 and set(outs.values()) == {"untouched"}
+                  and len(v) == 1 and v[0].get("tensor") == bad_tensor[scenario] and v[0].get("action") == "reject")
+        else:
+            ok = p.returncode == 0 and f and f[0] == 0 and len(v) == 1 and v[0].get("tensor") == bad_tensor[scenario]
+        if rule:
+            ok = ok and len(v) == 1 and v[0].get("rule") == rule
+        record("FA4 backward family", name, ok, detail)
+
+    for desc in ("encode", "inline", "cute"):
+        for launch in ("runtime", "library", "driver", "graph"):
+            one("sm90", launch, desc, "ok", "abort")
+        one("sm90", "library", desc, "dk_bad", "abort", rule="fa4-dk-not-k-major")
+        one("sm90", "library", desc, "dv_bad", "reject", rule="fa4-dv-not-k-major")
+        one("sm90_varlen", "library", desc, "ok", "abort")
+        one("sm90_varlen", "driver", desc, "ok", "abort")
+        one("sm90_varlen", "library", desc, "dk_bad", "abort", rule="fa4-dk-not-k-major")
+        one("sm90_varlen", "library", desc, "dv_bad", "reject", rule="fa4-dv-not-k-major")
+        one("hd256_dq", "library", desc, "ok", "abort")
+        one("hd256_dq", "library", desc, "dq_bad", "abort", rule="fa4-dq-not-k-major")
+        one("hd256_dq", "driver", desc, "dq_bad", "reject", rule="fa4-dq-not-k-major")
+        one("mla", "library", desc, "ok", "abort")
+        one("mla_dqv", "library", desc, "ok", "abort")
+        one("mla", "library", desc, "dq_expand", "reject", rule="fa4-mla-dq-aliased")
+        one("mla", "library", desc, "dq_t", "abort", warning="fa4-mla-dq-layout")
+    for mode in ("abort", "reject", "log"):
+        one("sm90", "runtime", "encode", "dk_bad", mode)
+        one("sm90_varlen", "runtime", "encode", "dk_bad", mode)
+    one("sm90", "graph", "cute", "dk_bad", "reject", rule="fa4-dk-not-k-major")
+    one("sm90_varlen", "graph", "cute", "ok", "abort")
+    one("sm90_varlen", "graph", "encode", "dv_bad", "reject")
+    one("sm90", "driver", "inline", "dk_expand", "abort", rule="fa4-dk-aliased")
+    one("hd256_dq", "graph", "encode", "dq_expand", "abort", rule="fa4-dq-aliased")
+    one("mla", "driver", "encode", "dqv_expand", "abort", rule="fa4-mla-dqv-aliased")
+    one("mla", "library", "encode", "dqv_t", "reject", warning="fa4-mla-dqv-layout")
+    one("mla_dqv", "library", "cute", "dqv_expand", "reject", rule="fa4-mla-dqv-aliased")
+    one("mla_dqv", "runtime", "encode", "dqv_t", "abort", warning="fa4-mla-dqv-layout")
+    for launch, desc in (("runtime", "encode"), ("library", "cute")):
+        one("sm90_gqa", launch, desc, "ok", "abort", not_checkable="dK/dV fp32 accumulators (GQA)")
+    # unguarded, every one of these corrupts its output in silence
+    one("sm90", "runtime", "encode", "dk_bad", None, guarded=False)
+    one("sm90", "library", "cute", "dk_expand", None, guarded=False)
+    one("sm90_varlen", "library", "cute", "dk_bad", None, guarded=False)
+    one("sm90_varlen", "runtime", "encode", "dv_bad", None, guarded=False)
+    one("hd256_dq", "library", "cute", "dq_bad", None, guarded=False)
+    one("mla", "library", "cute", "dq_expand", None, guarded=False)
+
+
 def gemm_structs():
     """A CUTLASS-3-style kernel (tests/gpu/fa4_kernels.cu): three maps inside its one 1792-byte Params parameter, real
     TMA loads and stores. A user rule (tests/gpu/gemm_rules.toml) catches a transposed D in every mode, through <<<>>>,
@@ -899,7 +993,7 @@ def main():
     }
     for k, v in header.items():
         print(f"{k}: {v}")
-    sections = {"fa4": fa4_matrix, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm, "cudnn": cudnn_sdpa,
+    sections = {"fa4": fa4_matrix, "fa4_family": fa4_family, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm, "cudnn": cudnn_sdpa,
                 "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
                 "overhead": overhead, "probe": launch_probe,
                 "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}
