@@ -129,6 +129,29 @@ TEST(Fa4Family, SparseMlaAliasedOutputIsStoppedTransposedIsAWarning) {
   }
 }
 
+// A ragged dK's record shows both views: the map as the hardware reads it, and the tensor under it.
+TEST(Fa4Family, ARaggedMapsRecordShowsTheTensorUnderIt) {
+  const ClientRun r = run_client(
+      {"getproc", "ex", "fa4_config"},
+      {{"TMAGUARD_MODE", "reject"}, {"FAKECUDA_CC", "9.0"}, {"TG_FA4_CONFIG", "sm90_varlen"}, {"TG_FA4_BAD", "dk"}});
+  const auto v = r.events("violation");
+  ASSERT_FALSE(v.empty()) << describe(r);
+  const json& m = v[0]["tensor_map"];
+  EXPECT_EQ(m["dims"], json::parse("[8, 1073741824, 128, 2147483647]")) << describe(r);
+  EXPECT_EQ(m["address"], "0x7d0005000000");
+  ASSERT_TRUE(m.contains("ragged")) << describe(r);
+  EXPECT_EQ(m["ragged"]["form"], "ptr-shift");
+  EXPECT_EQ(m["ragged"]["dim"], 1);
+  EXPECT_EQ(m["ragged"]["tensor"]["address"], "0x7f0005000000");
+  EXPECT_EQ(m["ragged"]["tensor"]["dims"], json::parse(R"([8, "ragged", 128])"));
+  EXPECT_EQ(m["ragged"]["tensor"]["strides_bytes"], json::parse("[2048, 16]"));
+  EXPECT_EQ(v[0]["observed"], "dK dim 0 = 8 (dK dims {8,ragged,128}, K dims {128,1000,8})");
+  // A healthy ragged map draws no record at all.
+  const ClientRun ok = run_client({"getproc", "ex", "fa4_config"}, {{"TMAGUARD_MODE", "reject"}, {"FAKECUDA_CC", "9.0"},
+                                                                   {"TG_FA4_CONFIG", "sm90_varlen"}});
+  EXPECT_TRUE(ok.events("violation").empty() && ok.events("warning").empty()) << describe(ok);
+}
+
 // A backward kernel of the family that no preset knows is said once, by name, and runs.
 TEST(Fa4Family, UnknownBackwardKernelIsSaidOnceAndRuns) {
   const ClientRun r = run_client({"getproc", "ex", "fa4_config"},
