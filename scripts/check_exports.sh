@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Checks the hygiene of the built preloaded library, the failures it prevents in brackets:
-#  - exports = the TG_ENTRY rows of shim/entry_points.def + dlsym   [our symbols hijacking the host's]
+#  - exports = the TG_ENTRY rows of shim/driver/entry_points.def + dlsym   [our symbols hijacking the host's]
 #  - NEEDED within libc/libm/libdl/libpthread/ld-linux              [libstdc++/spdlog/fmt/libcuda pulled into every process]
 #  - .init_array holds only the toolchain's frame_dummy              [work at load time in processes that never use CUDA]
 #  - the non-CUDA dlsym forward is a tail jump                       [RTLD_NEXT resolved relative to tmaguard]
-# Usage: scripts/check_exports.sh build/libtmaguard.so shim/entry_points.def
+# Usage: scripts/check_exports.sh build/libtmaguard.so shim/driver/entry_points.def
 set -u
 lib=${1:?library}; def=${2:?entry_points.def}
 fail=0

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_names.h"
+#include "base/cuda_names.h"
 
 namespace client {
 

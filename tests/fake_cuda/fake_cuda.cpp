@@ -15,11 +15,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "cuda_names.h"
+#include "base/cuda_names.h"
 #include "fakecuda.h"
 #include "tmaguard/tensormap.h"
 
-// Every entry point tmaguard interposes or calls (shim/entry_points.def), plus what test clients call besides. The
+// Every entry point tmaguard interposes or calls (shim/driver/entry_points.def), plus what test clients call besides. The
 // cuGetProcAddress table (kRows, below) takes each one's address, so a row the stand-in does not define fails the
 // link (-z defs). The pre-12.4 build hides cuFuncGetParamInfo/cuKernelGetParamInfo with a version script
 // (old_driver.map).
@@ -27,7 +27,7 @@
   extern "C" __attribute__((visibility("default"))) std::remove_pointer_t<pfn> fake_##name __asm__(#name);
 #define TG_ENTRY(name, pfn) FAKE_EXPORT(name, pfn)
 #define TG_REAL_ONLY(name, pfn) FAKE_EXPORT(name, pfn)
-#include "entry_points.def"
+#include "driver/entry_points.def"
 #define FAKE_ONLY_ENTRIES(X)                                \
   X(cuInit, PFN_cuInit_v2000)                               \
   X(cuDriverGetVersion, PFN_cuDriverGetVersion_v2020)       \
@@ -110,7 +110,7 @@ CUresult launch(const char* via, CUfunction f, void** params, void** extra) {
   return CUDA_SUCCESS;
 }
 
-// What cuGetProcAddress finds, generated from the same rows (shim/entry_points.def and FAKE_ONLY_ENTRIES): each row
+// What cuGetProcAddress finds, generated from the same rows (shim/driver/entry_points.def and FAKE_ONLY_ENTRIES): each row
 // is a name, the ABI version in its PFN type (PFN_cuGraphAddKernelNode_v12000: 12000) and the function. A `_ptsz` row
 // is its base name's per-thread-default-stream variant; a `_v2` row is what its base name resolves to from its
 // version on; cuGetProcAddress itself is answered apart. The pre-12.4 and no-cuPointerGetAttribute builds leave out
@@ -124,7 +124,7 @@ struct Row {
 #define TG_ENTRY(name, pfn) FAKE_ROW(name, pfn)
 #define TG_REAL_ONLY(name, pfn) FAKE_ROW(name, pfn)
 const Row kRows[] = {
-#include "entry_points.def"
+#include "driver/entry_points.def"
     FAKE_ONLY_ENTRIES(FAKE_ROW)};
 #undef TG_ENTRY
 #undef TG_REAL_ONLY

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "graph_node.h"
+#include "launch/graph_node.h"
 #include "input.h"
 #include "tmaguard/launch.h"
 

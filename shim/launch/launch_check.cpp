@@ -4,7 +4,7 @@
 //            and the launch key; a key found clean before ends the check here
 //   judge:   decode every map, run the kernel's rules and the generic descriptor checks (pure core: judge.h)
 //   report:  provenance of the maps findings name, then the reporter applies the mode (run, reject, abort)
-#include "launch_check.h"
+#include "launch/launch_check.h"
 
 #include <algorithm>
 #include <exception>
@@ -14,13 +14,13 @@
 #include <mutex>
 #include <cstdlib>
 
-#include "counters.h"
-#include "device_arch.h"
-#include "intercept.h"
-#include "kernel_cache.h"
-#include "provenance.h"
-#include "reporter.h"
-#include "runtime.h"
+#include "base/counters.h"
+#include "driver/device_arch.h"
+#include "runtime/intercept.h"
+#include "launch/kernel_table.h"
+#include "driver/provenance.h"
+#include "report/reporter.h"
+#include "runtime/runtime.h"
 #include "tmaguard/judge.h"
 #include "tmaguard/report.h"
 

@@ -8,7 +8,7 @@
 // recursed for ever; the same mistake hung `import torch` under another shim.) RTLD_NEXT needs no routing: an
 // interposer in front of tmaguard finds tmaguard's own wrapper as "next". This file is built with -O2
 // -foptimize-sibling-calls and scripts/check_exports.sh verifies the forward compiles to a jump.
-#include "intercept.h"
+#include "runtime/intercept.h"
 
 extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, const char* symbol) {
   const tmaguard::DlsymFn real = tmaguard::real_dlsym();

@@ -1,5 +1,5 @@
 // tmaguard shim: finds the real driver at run time and routes driver pointers to wrappers. The only dlfcn user.
-#include "driver.h"
+#include "driver/driver.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "stderr_io.h"
+#include "base/stderr_io.h"
 
 namespace tmaguard {
 namespace {
@@ -22,7 +22,7 @@ constexpr int kEntries = static_cast<int>(EntryId::kCount);
 constexpr const char* kNames[] = {
 #define TG_ENTRY(name, pfn) #name,
 #define TG_REAL_ONLY(name, pfn) #name,
-#include "entry_points.def"
+#include "driver/entry_points.def"
 #undef TG_ENTRY
 #undef TG_REAL_ONLY
 };
@@ -30,7 +30,7 @@ constexpr const char* kNames[] = {
 void* const kWrappers[] = {
 #define TG_ENTRY(name, pfn) reinterpret_cast<void*>(&tg_wrap_##name),
 #define TG_REAL_ONLY(name, pfn) nullptr,
-#include "entry_points.def"
+#include "driver/entry_points.def"
 #undef TG_ENTRY
 #undef TG_REAL_ONLY
 };

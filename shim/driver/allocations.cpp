@@ -1,11 +1,11 @@
 // tmaguard shim: allocation ranges from cuPointerGetAttribute(s), with the encode wrappers' small cache.
-#include "allocations.h"
+#include "driver/allocations.h"
 
 #include <atomic>
 #include <mutex>
 
-#include "driver.h"
-#include "fork_locks.h"
+#include "driver/driver.h"
+#include "base/fork_locks.h"
 
 namespace tmaguard {
 namespace {

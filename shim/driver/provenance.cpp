@@ -5,7 +5,7 @@
 // whatever the number of encodes. Eight-way buckets of one cache line each: a job's working set of descriptors
 // (Triton re-encodes every one on every launch) must not evict itself, or each re-encode would pay the first-seen
 // path (a direct-mapped table of the same size had a quarter of 1024 descriptors colliding).
-#include "provenance.h"
+#include "driver/provenance.h"
 
 #include <atomic>
 #include <cstddef>

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda_names.h"
-#include "hot.h"
+#include "base/cuda_names.h"
+#include "base/hot.h"
 #include "tmaguard/launch.h"
 
 namespace tmaguard {

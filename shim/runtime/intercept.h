@@ -13,8 +13,8 @@
 // and enters only to route a driver name (hooks_dlsym.cpp).
 #pragma once
 
-#include "driver.h"
-#include "runtime.h"
+#include "driver/driver.h"
+#include "runtime/runtime.h"
 
 namespace tmaguard {
 

@@ -1,5 +1,5 @@
 // tmaguard shim: lazy initialisation state machine, stopping before the first launch, and the exit reports.
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -15,10 +15,10 @@
 #include <memory>
 #include <vector>
 
-#include "counters.h"
-#include "driver.h"
-#include "reporter.h"
-#include "stderr_io.h"
+#include "base/counters.h"
+#include "driver/driver.h"
+#include "report/reporter.h"
+#include "base/stderr_io.h"
 #include "tmaguard/rules.h"
 #include "tmaguard_version.h"
 

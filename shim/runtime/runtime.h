@@ -4,8 +4,8 @@
 #include <atomic>
 #include <string>
 
-#include "hot.h"
-#include "stderr_io.h"
+#include "base/hot.h"
+#include "base/stderr_io.h"
 #include "tmaguard/config.h"
 
 namespace tmaguard {

@@ -1,5 +1,5 @@
 // tmaguard shim: the thread registry behind the summary's counts.
-#include "counters.h"
+#include "base/counters.h"
 
 #include <pthread.h>
 
@@ -10,8 +10,8 @@
 #include <mutex>
 #include <vector>
 
-#include "fork_locks.h"
-#include "hot.h"
+#include "base/fork_locks.h"
+#include "base/hot.h"
 
 namespace tmaguard {
 namespace {

@@ -15,9 +15,9 @@
 
 #include <atomic>
 
-#include "cuda_names.h"
-#include "kernel_cache.h"
-#include "launch_check.h"
+#include "base/cuda_names.h"
+#include "launch/kernel_table.h"
+#include "launch/launch_check.h"
 
 namespace tmaguard {
 

@@ -9,7 +9,7 @@
 // reader is gone never kills the job; a record the log refuses (a full disk) goes to stderr instead and is counted.
 // The log is opened without following a symbolic link, without creating directories, with mode 0644 at most; a
 // child forked with %p in TMAGUARD_LOG reopens its own.
-#include "reporter.h"
+#include "report/reporter.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -36,10 +36,10 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/base_sink.h>
 
-#include "counters.h"
-#include "fork_locks.h"
-#include "hot.h"
-#include "stderr_io.h"
+#include "base/counters.h"
+#include "base/fork_locks.h"
+#include "base/hot.h"
+#include "base/stderr_io.h"
 #include "tmaguard_version.h"
 
 namespace tmaguard {

@@ -2,8 +2,8 @@
 // a kernel loaded later; tmaguard forgets the kernels an unload frees, so a reused handle is looked up afresh
 // instead of being checked with another kernel's parameter layout (whose map indices could reach past its
 // parameters). Forgotten before and after the real call, so a launch racing with the unload leaves nothing stale.
-#include "intercept.h"
-#include "kernel_cache.h"
+#include "runtime/intercept.h"
+#include "launch/kernel_table.h"
 
 CUresult TG_WRAPPER(cuModuleUnload)(CUmodule module) {
   TG_ENTER(cuModuleUnload);

@@ -8,10 +8,10 @@
 //                                        \-> launch_checked: TG_ENTER, check_launch() (launch_check.cpp) --> run |
 //                                            reject | abort; after a run, the device audit's read-back of the
 //                                            memory its pointers lead to (device_audit.h), while the kernel is due
-#include "device_audit.h"
-#include "intercept.h"
-#include "kernel_cache.h"
-#include "launch_check.h"
+#include "launch/device_audit.h"
+#include "runtime/intercept.h"
+#include "launch/kernel_table.h"
+#include "launch/launch_check.h"
 
 namespace tmaguard {
 namespace {

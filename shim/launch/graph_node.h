@@ -2,7 +2,7 @@
 // parameter struct. Header-only and free of calls, so the fuzzers drive it directly (tests/fuzz/fuzz_graph_node.cpp).
 #pragma once
 
-#include "cuda_names.h"
+#include "base/cuda_names.h"
 
 namespace tmaguard {
 

@@ -2,7 +2,7 @@
 // The driver answers; we only swap a pointer it handed out for our wrapper when it is one of our entries. Routing
 // by the returned pointer gets _ptsz and the self-lookup's arity right whatever version or flags were asked.
 // NULL is never replaced, and the driver's status (and symbolStatus) come back exactly as it set them.
-#include "intercept.h"
+#include "runtime/intercept.h"
 
 CUresult TG_WRAPPER(cuGetProcAddress)(const char* symbol, void** pfn, int version, cuuint64_t flags) {
   TG_ENTER(cuGetProcAddress);

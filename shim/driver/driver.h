@@ -3,15 +3,15 @@
 
 #include <type_traits>
 
-#include "cuda_names.h"
-#include "hot.h"
+#include "base/cuda_names.h"
+#include "base/hot.h"
 
 namespace tmaguard {
 
 enum class EntryId : int {
 #define TG_ENTRY(name, pfn) name,
 #define TG_REAL_ONLY(name, pfn) name,
-#include "entry_points.def"
+#include "driver/entry_points.def"
 #undef TG_ENTRY
 #undef TG_REAL_ONLY
   kCount
@@ -60,6 +60,6 @@ const char* driver_path();
   using tg_pfn_##name = pfn; \
   extern "C" __attribute__((visibility("default"))) std::remove_pointer_t<pfn> tg_wrap_##name __asm__(#name);
 #define TG_REAL_ONLY(name, pfn) using tg_pfn_##name = pfn;
-#include "entry_points.def"
+#include "driver/entry_points.def"
 #undef TG_ENTRY
 #undef TG_REAL_ONLY

@@ -3,9 +3,9 @@
 // never calls a launch API, so the node's parameters are the last chance. Launches during stream capture go
 // through the launch wrappers already. A rejected node is not added (or not updated): the call returns
 // CUDA_ERROR_INVALID_VALUE without reaching the driver.
-#include "graph_node.h"
-#include "intercept.h"
-#include "launch_check.h"
+#include "launch/graph_node.h"
+#include "runtime/intercept.h"
+#include "launch/launch_check.h"
 
 namespace tmaguard {
 namespace {

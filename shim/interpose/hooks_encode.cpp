@@ -9,11 +9,11 @@
 #include <mutex>
 
 
-#include "allocations.h"
-#include "intercept.h"
-#include "provenance.h"
-#include "reporter.h"
-#include "runtime.h"
+#include "driver/allocations.h"
+#include "runtime/intercept.h"
+#include "driver/provenance.h"
+#include "report/reporter.h"
+#include "runtime/runtime.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {

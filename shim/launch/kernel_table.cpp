@@ -1,5 +1,5 @@
 // tmaguard shim: the lock-free kernel-info table (forgetting what an unload frees) and the clean-launch cache.
-#include "kernel_cache.h"
+#include "launch/kernel_table.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,11 +8,11 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "counters.h"
-#include "driver.h"
-#include "fork_locks.h"
-#include "reporter.h"
-#include "runtime.h"
+#include "base/counters.h"
+#include "driver/driver.h"
+#include "base/fork_locks.h"
+#include "report/reporter.h"
+#include "runtime/runtime.h"
 #include "tmaguard/rules.h"
 #include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"

@@ -2,8 +2,8 @@
 // range freed is journaled before the driver frees it (allocations.h), so that the maps a read brought back are judged
 // against the allocations as they were when the bytes were read, not as they are when the worker looks. Otherwise a
 // free costs one relaxed load. The driver's result is never changed.
-#include "allocations.h"
-#include "intercept.h"
+#include "driver/allocations.h"
+#include "runtime/intercept.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // wrappers (a node about to be added or updated is judged exactly like a launch).
 #pragma once
 
-#include "cuda_names.h"
+#include "base/cuda_names.h"
 #include "tmaguard/finding.h"
 
 namespace tmaguard {

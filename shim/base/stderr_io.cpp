@@ -1,6 +1,6 @@
 // tmaguard shim: tmaguard's own lines on the job's stderr, outside the reporter (before it opens, when tmaguard
 // cannot work, and the reporter's own fallback), and whole writes to a descriptor.
-#include "stderr_io.h"
+#include "base/stderr_io.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -18,7 +18,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "hot.h"
+#include "base/hot.h"
 
 namespace tmaguard {
 

@@ -1,10 +1,10 @@
 // tmaguard shim: compute capability per context (cuCtxGetCurrent, cuCtxGetDevice, cuDeviceGetAttribute).
-#include "device_arch.h"
+#include "driver/device_arch.h"
 
 #include <mutex>
 
-#include "driver.h"
-#include "fork_locks.h"
+#include "driver/driver.h"
+#include "base/fork_locks.h"
 
 namespace tmaguard {
 namespace {

@@ -1,5 +1,5 @@
 // tmaguard shim: the device-map audit (device_audit.h): read-back slots, the worker, judging what was read.
-#include "device_audit.h"
+#include "launch/device_audit.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -16,13 +16,13 @@
 
 #include <fmt/format.h>
 
-#include "allocations.h"
-#include "counters.h"
-#include "device_arch.h"
-#include "driver.h"
-#include "fork_locks.h"
-#include "reporter.h"
-#include "runtime.h"
+#include "driver/allocations.h"
+#include "base/counters.h"
+#include "driver/device_arch.h"
+#include "driver/driver.h"
+#include "base/fork_locks.h"
+#include "report/reporter.h"
+#include "runtime/runtime.h"
 #include "tmaguard/judge.h"
 #include "tmaguard/report.h"
 
