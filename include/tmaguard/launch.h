@@ -33,37 +33,50 @@ struct ParamLayout {
   std::vector<std::size_t> sizes;
 };
 
-//! A launch's arguments in either form the driver takes: kernelParams (one pointer per parameter) or the `extra`
-//! packed buffer. buffer_size is what the caller declared (CU_LAUNCH_PARAM_BUFFER_SIZE).
+//! A launch's parameters in either form the driver takes, and the one way to read them: kernelParams (one pointer
+//! per parameter) or the `extra` packed buffer (buffer_size: what the caller declared with
+//! CU_LAUNCH_PARAM_BUFFER_SIZE). Every reader of a launch's parameters (the memo's compare, the full check, the
+//! struct search, the device audit) goes through bytes() or param().
 struct LaunchArgs {
   void* const* kernel_params = nullptr;
   const uint8_t* buffer = nullptr;
   std::size_t buffer_size = 0;
   bool size_declared = false;  // the caller gave CU_LAUNCH_PARAM_BUFFER_SIZE
+
+  //! The caller's kernelParams as they are (nullptr: the extra form).
+  static LaunchArgs of_params(void* const* kernel_params) { return LaunchArgs{kernel_params, nullptr, 0, true}; }
+  //! Whether bytes() can read anything: kernelParams, or a buffer whose size the caller declared (tmaguard never
+  //! reads past what the caller declares).
+  bool readable() const { return kernel_params || (buffer && size_declared); }
+  //! The `n` bytes at `place` (a parameter place) for this launch, or nullptr when the caller did not provide them
+  //! (a NULL parameter pointer, a place outside the declared buffer or outside the parameter's own size).
+  const uint8_t* bytes(const ParamLayout& layout, const MapPlace& place, std::size_t n) const {
+    if (place.param >= layout.sizes.size() || place.offset + n > layout.sizes[place.param]) return nullptr;
+    if (kernel_params) {
+      const auto* p = static_cast<const uint8_t*>(kernel_params[place.param]);
+      return p ? p + place.offset : nullptr;
+    }
+    const std::size_t off = layout.offsets[place.param] + place.offset;
+    if (!buffer || off + n > buffer_size || off + n < off) return nullptr;
+    return buffer + off;
+  }
+  //! The 128 bytes of a map's place for this launch (bytes()).
+  const uint8_t* map(const ParamLayout& layout, const MapPlace& place) const {
+    return bytes(layout, place, kTensorMapBytes);
+  }
+  //! `offset` bytes into parameter `i` through kernelParams, unchecked: only for places already known to lie inside
+  //! their parameter (the memo's). nullptr in the extra form or for a NULL parameter pointer.
+  __attribute__((always_inline)) const uint8_t* param(std::size_t i, std::size_t offset = 0) const {
+    if (!kernel_params) return nullptr;
+    const auto* p = static_cast<const uint8_t*>(kernel_params[i]);
+    return p ? p + offset : nullptr;
+  }
 };
 
 //! The `extra` list of a launch: BUFFER_POINTER / BUFFER_SIZE pairs up to CU_LAUNCH_PARAM_END (or NULL), read at
 //! most `max_pairs` deep. Without a BUFFER_SIZE the declared size is 0: nothing past the pointer is read (the
 //! buffer may be 16 bytes long).
 LaunchArgs parse_extra(void* const* extra, int max_pairs = 64);
-
-//! The `n` bytes at `place` (a parameter place) for this launch, or nullptr when the caller did not provide them (a
-//! NULL parameter pointer, a place outside the declared buffer or outside the parameter's own size).
-inline const uint8_t* place_bytes(const ParamLayout& layout, const MapPlace& place, const LaunchArgs& args,
-                                  std::size_t n) {
-  if (place.param >= layout.sizes.size() || place.offset + n > layout.sizes[place.param]) return nullptr;
-  if (args.kernel_params) {
-    const auto* p = static_cast<const uint8_t*>(args.kernel_params[place.param]);
-    return p ? p + place.offset : nullptr;
-  }
-  const std::size_t off = layout.offsets[place.param] + place.offset;
-  if (!args.buffer || off + n > args.buffer_size || off + n < off) return nullptr;
-  return args.buffer + off;
-}
-//! The 128 bytes of a map's place for this launch (place_bytes).
-inline const uint8_t* map_bytes(const ParamLayout& layout, const MapPlace& place, const LaunchArgs& args) {
-  return place_bytes(layout, place, args, kTensorMapBytes);
-}
 
 // ---- tensor maps inside larger parameters (CUTLASS 3.x passes one Params struct holding its CUtensorMaps)
 
@@ -128,7 +141,7 @@ StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args);
 //! True when a watched place still cannot hold a map (its word 13 is 0), for this launch's bytes; false when it now
 //! could, or when its bytes are not available.
 inline bool still_empty(const ParamLayout& layout, const MapPlace& place, const LaunchArgs& args) {
-  const uint8_t* b = map_bytes(layout, place, args);
+  const uint8_t* b = args.map(layout, place);
   if (!b) return false;
   uint32_t w13;
   __builtin_memcpy(&w13, b + kWord13Offset, 4);

@@ -27,6 +27,7 @@ std::mutex g_mu;
 std::vector<ThreadHot*>* g_threads = nullptr;  // written once, by counters_init(); read under g_mu
 Counts g_exited;
 pthread_key_t g_key;
+std::atomic<void (*)()> g_exit_hook{nullptr};  // on_thread_exit()
 
 void add(Counts& c, const ThreadHot& t) {
   c.launches_seen += t.launches_seen.load(std::memory_order_relaxed);
@@ -49,9 +50,7 @@ void thread_exit(void* p) {
   add(g_exited, *t);
   zero(*t);
   t->registered = 0;  // a launch from a later destructor registers it again
-  std::free(t->clean);
-  t->clean = nullptr;
-  for (FrontEntry& e : t->front) e.clean_key = 0;  // the copies are gone
+  if (auto release = g_exit_hook.load(std::memory_order_acquire)) release();
   if (!g_threads) return;
   for (ThreadHot*& x : *g_threads) {
     if (x != t) continue;
@@ -79,6 +78,8 @@ void fork_child() {
 }
 
 }  // namespace
+
+void on_thread_exit(void (*release)()) { g_exit_hook.store(release, std::memory_order_release); }
 
 const char* to_string(AuditSkip s) {
   switch (s) {

@@ -15,10 +15,13 @@ struct Counts {
 bool counters_init();
 //! Makes this thread's counters part of the summary (once per thread; the launch slow path calls it).
 void register_thread();
+//! What a registered thread that exits releases besides its counts (the memo's blocks: a room above this one),
+//! called on that thread; set once.
+void on_thread_exit(void (*release)());
 //! Every thread's counts added up, exited threads included.
 Counts counts_total();
 //! The oldest kernel epoch (HotGlobals::kernel_epoch) a registered thread last saw, `now` when there is none: facts
-//! forgotten at that epoch or before are held by no thread (kernel_cache.cpp frees them).
+//! forgotten at that epoch or before are held by no thread (launch/kernel_table.cpp frees them).
 uint32_t oldest_thread_epoch(uint32_t now);
 
 //! Launches that tmaguard did not get to check, by why (the summary's launches_not_checked), process-wide; the child

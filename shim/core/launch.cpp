@@ -112,7 +112,7 @@ StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args) {
     const bool watchable = layout.sizes[p] % kMapStructAlignment == 0;
     for (const uint32_t r : window_offsets(layout, p)) {
       const MapPlace place{static_cast<uint32_t>(p), r};
-      const uint8_t* b = map_bytes(layout, place, args);
+      const uint8_t* b = args.map(layout, place);
       if (!b) {  // the caller did not provide this parameter's bytes (or not all of them)
         out.incomplete = true;
         break;

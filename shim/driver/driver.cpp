@@ -20,7 +20,7 @@ namespace {
 
 constexpr int kEntries = static_cast<int>(EntryId::kCount);
 constexpr const char* kNames[] = {
-#define TG_ENTRY(name, pfn) #name,
+#define TG_ENTRY(name, pfn, kind) #name,
 #define TG_REAL_ONLY(name, pfn) #name,
 #include "driver/entry_points.def"
 #undef TG_ENTRY
@@ -28,7 +28,7 @@ constexpr const char* kNames[] = {
 };
 // Our wrappers, nullptr for real-only rows.
 void* const kWrappers[] = {
-#define TG_ENTRY(name, pfn) reinterpret_cast<void*>(&tg_wrap_##name),
+#define TG_ENTRY(name, pfn, kind) reinterpret_cast<void*>(&tg_wrap_##name),
 #define TG_REAL_ONLY(name, pfn) nullptr,
 #include "driver/entry_points.def"
 #undef TG_ENTRY

@@ -9,7 +9,7 @@
 namespace tmaguard {
 
 enum class EntryId : int {
-#define TG_ENTRY(name, pfn) name,
+#define TG_ENTRY(name, pfn, kind) name,
 #define TG_REAL_ONLY(name, pfn) name,
 #include "driver/entry_points.def"
 #undef TG_ENTRY
@@ -56,7 +56,7 @@ const char* driver_path();
 
 // Wrapper declarations with the exact exported names and the PFN types (mismatched definitions do not compile).
 #define TG_WRAPPER(name) tg_wrap_##name
-#define TG_ENTRY(name, pfn)  \
+#define TG_ENTRY(name, pfn, kind)  \
   using tg_pfn_##name = pfn; \
   extern "C" __attribute__((visibility("default"))) std::remove_pointer_t<pfn> tg_wrap_##name __asm__(#name);
 #define TG_REAL_ONLY(name, pfn) using tg_pfn_##name = pfn;

@@ -13,8 +13,8 @@ namespace {
 template <typename P>
 Verdict node_verdict(const Intercepted& call, const P* p) {
   const NodeLaunch n = node_launch(p);
-  if (!n.is_kernel || !n.f) return Verdict::kRun;  // nothing to launch, or the driver refuses it itself
-  return check_launch(call, n.f, Geometry{n.gx, n.gy, n.gz, n.bx, n.by, n.bz}, n.kernel_params, n.extra);
+  if (!n.is_kernel || !n.launch.f) return Verdict::kRun;  // nothing to launch, or the driver refuses it itself
+  return check_launch(call, n.launch);
 }
 
 }  // namespace

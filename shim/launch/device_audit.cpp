@@ -353,8 +353,7 @@ bool claim(const KernelInfo& k) {
 
 }  // namespace
 
-void audit_after_launch(const KernelInfo& k, const Geometry& g, void** kernel_params, void** extra, CUstream stream,
-                        bool per_thread) {
+void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
   if (k.pointers.empty()) return;
   auto capturing = TG_REAL(cuStreamIsCapturing);
   auto copy = TG_REAL(cuMemcpyDtoHAsync_v2);
@@ -365,7 +364,8 @@ void audit_after_launch(const KernelInfo& k, const Geometry& g, void** kernel_pa
     k.audits_left.store(0, std::memory_order_relaxed);
     return;
   }
-  if (per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  CUstream stream = launch.stream;
+  if (launch.per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
   // Never add work to a stream that is being captured into a graph (nor ask about one that cannot be asked). Such
   // launches do not use up the kernel's audits.
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -374,7 +374,7 @@ void audit_after_launch(const KernelInfo& k, const Geometry& g, void** kernel_pa
     return;
   }
   if (!audit_due(k)) return;
-  const LaunchArgs args = kernel_params ? LaunchArgs{kernel_params, nullptr, 0, true} : parse_extra(extra);
+  const LaunchArgs args = launch.args();
   struct Read {
     MapPlace pointer;
     uint64_t address;
@@ -382,7 +382,7 @@ void audit_after_launch(const KernelInfo& k, const Geometry& g, void** kernel_pa
   };
   std::vector<Read> reads;
   for (const MapPlace& p : k.pointers) {
-    const uint8_t* word = reads.size() < kReadsPerLaunch ? place_bytes(k.layout, p, args, 8) : nullptr;
+    const uint8_t* word = reads.size() < kReadsPerLaunch ? args.bytes(k.layout, p, 8) : nullptr;
     uint64_t v = 0;
     if (word) std::memcpy(&v, word, 8);
     if (v == 0) continue;
@@ -462,7 +462,7 @@ void audit_after_launch(const KernelInfo& k, const Geometry& g, void** kernel_pa
     s.address = reads[i].address;
     s.bytes = reads[i].bytes;
     s.last_of_launch = false;
-    s.geometry = g;
+    s.geometry = launch.geom;
     g_pending->push_back(idx);
     last = idx;
   }

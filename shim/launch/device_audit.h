@@ -18,16 +18,15 @@
 #include "base/cuda_names.h"
 #include "launch/kernel_table.h"
 #include "launch/launch_check.h"
+#include "launch/launch_view.h"
 
 namespace tmaguard {
 
 //! Whether launches of this kernel are still audited (its first TMAGUARD_DEVICE_AUDIT launches with pointers).
 inline bool audit_due(const KernelInfo& k) { return k.audits_left.load(std::memory_order_relaxed) != 0; }
 
-//! After a launch of `k` (grid and block `g`) that the driver accepted: reads back what its pointer parameters lead
-//! to, in `stream`'s order (`per_thread`: the launch came through a _ptsz entry, so stream 0 is the per-thread
-//! default stream).
-void audit_after_launch(const KernelInfo& k, const Geometry& g, void** kernel_params, void** extra, CUstream stream,
-                        bool per_thread);
+//! After a launch of `k` that the driver accepted: reads back what its pointer parameters lead to, in the launch's
+//! stream order (a _ptsz launch's stream 0 is the per-thread default stream).
+void audit_after_launch(const KernelInfo& k, const LaunchView& launch);
 
 }  // namespace tmaguard

@@ -3,14 +3,12 @@
 #pragma once
 
 #include "base/cuda_names.h"
+#include "launch/launch_view.h"
 
 namespace tmaguard {
 
 struct NodeLaunch {
-  CUfunction f = nullptr;
-  unsigned gx = 0, gy = 0, gz = 0, bx = 0, by = 0, bz = 0;
-  void** kernel_params = nullptr;
-  void** extra = nullptr;
+  LaunchView launch;       // what a replay of the node will launch (no stream: a graph has none of its own)
   bool is_kernel = false;  // false: not a kernel node (nothing to check)
 };
 
@@ -19,14 +17,14 @@ template <typename P>
 NodeLaunch node_launch(const P* p) {
   NodeLaunch n;
   if (!p) return n;
-  n.f = p->func;
+  LaunchView& v = n.launch;
+  v.f = p->func;
   if constexpr (sizeof(P) > sizeof(CUDA_KERNEL_NODE_PARAMS_v1)) {
-    if (!p->func && p->kern) n.f = reinterpret_cast<CUfunction>(p->kern);
+    if (!p->func && p->kern) v.f = reinterpret_cast<CUfunction>(p->kern);
   }
-  n.gx = p->gridDimX, n.gy = p->gridDimY, n.gz = p->gridDimZ;
-  n.bx = p->blockDimX, n.by = p->blockDimY, n.bz = p->blockDimZ;
-  n.kernel_params = p->kernelParams;
-  n.extra = p->extra;
+  v.geom = {p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ};
+  v.kernel_params = p->kernelParams;
+  v.extra = p->extra;
   n.is_kernel = true;
   return n;
 }

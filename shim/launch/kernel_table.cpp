@@ -46,7 +46,7 @@ std::mutex& overflow_lock() {
 // ---- what an unload forgets, and when it is freed. Every kernel's facts are indexed by their owner (module or
 // library; nullptr when the driver does not say, and those are forgotten by any unload), so that an unload touches
 // its own kernels only. Forgotten facts are retired with the epoch that forgot them and freed once every thread that
-// launches has seen that epoch (none of them can hold them then: a thread drops its front cache when it sees a new
+// launches has seen that epoch (none of them can hold them then: a thread drops its memo entries when it sees a new
 // epoch, and launches with a stale epoch take no cache at all) and no device-audit read refers to them (pins).
 struct Indexed {
   uintptr_t key;
@@ -107,7 +107,7 @@ void retire(const std::vector<const KernelInfo*>& gone, uint32_t epoch) {
   reclaim();
 }
 
-// A new epoch: every thread's front cache (and any KernelInfo pointer it took from it) must be dropped.
+// A new epoch: every thread's memo entries (and any KernelInfo pointer it took from them) must be dropped.
 uint32_t next_epoch() { return g_hot.kernel_epoch.fetch_add(1, std::memory_order_acq_rel) + 1; }
 
 Slot* slots() {
@@ -251,93 +251,7 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* 
   return k;
 }
 
-// Clean-launch cache: 64-bit keys in sets of eight, one cache line each, bounded. A set-associative cache, because a
-// training step launches the same kernel for every layer with its own tensors, and one collision between two of
-// those keys in a direct-mapped table would re-judge both launches on every step; a full set forgets its oldest key.
-constexpr std::size_t kCleanWays = 8;
-constexpr std::size_t kCleanSets = (1 << 12) / kCleanWays;
-struct alignas(64) CleanSet {
-  std::atomic<uint64_t> key[kCleanWays];
-};
-CleanSet g_clean[kCleanSets];
-
 }  // namespace
-
-FrontEntry& front_entry(CUfunction f, const LaunchArgs* args) {
-  // Kernel facts replaced since this thread last looked (an unload, a new search): any entry may be stale.
-  const uint32_t epoch = g_hot.kernel_epoch.load(std::memory_order_acquire);
-  if (t_hot.kernel_epoch.load(std::memory_order_relaxed) != epoch) {
-    std::memset(static_cast<void*>(t_hot.front), 0, sizeof t_hot.front);
-    forget_clean_keys(nullptr);
-    t_hot.kernel_epoch.store(epoch, std::memory_order_release);
-    if (g_retired_any.load(std::memory_order_relaxed)) reclaim();  // this thread no longer holds what was forgotten
-  }
-  FrontEntry& e = front_slot(f);
-  if (e.f == f && e.info) return e;
-  const KernelInfo* info = kernel_info(f, args);
-  forget_clean_keys(&e);  // another kernel's keys, or an earlier KernelInfo's
-  e = FrontEntry{};
-  e.f = f;
-  e.info = info;
-  // The front entry carries up to fourteen whole-parameter slots with an index below 256, or up to seven slots
-  // inside parameters as (index, offset / 64) pairs, and watched places that all lie in one parameter below offset
-  // 4096 as a mask; anything else is read from the KernelInfo (a kernel with places only rules name).
-  const std::vector<MapPlace>& m = info->maps;
-  const bool whole = std::all_of(m.begin(), m.end(), [](const MapPlace& s) { return s.offset == 0 && s.param < 256; });
-  const bool pairs = std::all_of(m.begin(), m.end(), [](const MapPlace& s) {
-    return s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 256;
-  });
-  const std::vector<MapPlace>& w = info->watch;
-  const bool watch_fits = w.empty() || std::all_of(w.begin(), w.end(), [&](const MapPlace& s) {
-    return s.param == w.front().param && s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 64;
-  });
-  const bool front_form = !info->search_pending && watch_fits &&
-                          std::none_of(info->named_only.begin(), info->named_only.end(), [](bool b) { return b; });
-  if (info->audits_left.load(std::memory_order_relaxed) != 0) {
-    e.n_maps = kAuditing;  // the device audit wants this launch: the full path
-    return e;
-  }
-  if (!front_form) {
-    e.n_maps = kManyMaps;  // never the no-maps fast path: the rest is looked at on every launch
-    return e;
-  }
-  for (const MapPlace& s : w) e.watch_mask |= uint64_t{1} << (s.offset / 64);
-  e.watch_param = w.empty() ? 0 : static_cast<uint8_t>(w.front().param);
-  if (whole && m.size() <= sizeof(e.idx) && (m.size() != 0 || w.empty())) {
-    for (std::size_t i = 0; i < m.size(); ++i) e.idx[i] = static_cast<uint8_t>(m[i].param);
-    e.n_maps = static_cast<uint8_t>(m.size());
-  } else if (pairs && m.size() <= sizeof(e.idx) / 2) {
-    for (std::size_t i = 0; i < m.size(); ++i) {
-      e.idx[2 * i] = static_cast<uint8_t>(m[i].param);
-      e.idx[2 * i + 1] = static_cast<uint8_t>(m[i].offset / 64);
-    }
-    e.n_maps = static_cast<uint8_t>(kPairs | m.size());  // kPairs | 0: watched places alone
-  } else {
-    e = FrontEntry{f, info};
-    e.n_maps = kManyMaps;
-  }
-  return e;
-}
-
-CleanBlock* clean_block_of(const FrontEntry& e, bool allocate) {
-  ThreadHot& t = t_hot;
-  if (!t.clean) {
-    // Only a registered thread: its exit frees the blocks (counters.cpp).
-    if (!allocate || !t.registered) return nullptr;
-    void* p = std::aligned_alloc(alignof(CleanBlock), kFrontEntries * sizeof(CleanBlock));
-    if (!p) return nullptr;
-    std::memset(p, 0, kFrontEntries * sizeof(CleanBlock));
-    t.clean = static_cast<CleanBlock*>(p);
-  }
-  return t.clean + (&e - t.front);
-}
-
-void forget_clean_keys(const FrontEntry* e) {
-  if (!t_hot.clean) return;
-  if (e) std::memset(t_hot.clean[e - t_hot.front].keys, 0, sizeof(CleanBlock::keys));
-  else
-    for (std::size_t i = 0; i < kFrontEntries; ++i) std::memset(t_hot.clean[i].keys, 0, sizeof(CleanBlock::keys));
-}
 
 namespace {
 
@@ -369,7 +283,7 @@ bool needs_research(const KernelInfo& k, const LaunchArgs& args) {
   for (const MapPlace& w : k.watch) {
     // No longer empty: a map now, or other data (a union's other variant, a list rewritten per launch). Only a map
     // is worth a search; other data leaves the place watched.
-    const uint8_t* b = map_bytes(k.layout, w, args);
+    const uint8_t* b = args.map(k.layout, w);
     if (watched_place_may_hold_map(b) && (!b || read_map(b, MapEvidence::kInStruct).ok())) return true;
   }
   return false;
@@ -381,7 +295,7 @@ const KernelInfo* research(CUfunction f, const KernelInfo* stale, const LaunchAr
     delete fresh;  // another thread searched (or an unload forgot the kernel) first
     return kernel_info(f, &args);
   }
-  retire({stale}, next_epoch());  // every thread's front cache holds the old one
+  retire({stale}, next_epoch());  // every thread's memo holds the old one
   return fresh;
 }
 
@@ -480,6 +394,10 @@ void forget_kernels_of(const void* owner, const void* module) {
   retire(gone, next_epoch());
 }
 
+void kernel_facts_released() {
+  if (g_retired_any.load(std::memory_order_relaxed)) reclaim();
+}
+
 void for_each_kernel(void (*fn)(const KernelInfo&)) {
   if (Slot* table = g_slots_ptr.load(std::memory_order_acquire)) {
     for (std::size_t i = 0; i < kSlots; ++i)
@@ -488,33 +406,6 @@ void for_each_kernel(void (*fn)(const KernelInfo&)) {
   std::lock_guard<std::mutex> lock(overflow_lock());
   if (g_overflow)
     for (const auto& entry : *g_overflow) fn(*entry.second);
-}
-
-bool clean_cache_contains(uint64_t key) {
-  if (!key) return false;
-  const CleanSet& set = g_clean[key % kCleanSets];
-  bool found = false;
-  for (const auto& k : set.key) found |= k.load(std::memory_order_relaxed) == key;
-  return found;
-}
-void clean_cache_insert(uint64_t key) {
-  if (!key || clean_cache_contains(key)) return;
-  // Newest first; racing inserts may lose a key or hold one twice (a later launch re-checks and inserts again).
-  CleanSet& set = g_clean[key % kCleanSets];
-  for (std::size_t i = kCleanWays - 1; i > 0; --i)
-    set.key[i].store(set.key[i - 1].load(std::memory_order_relaxed), std::memory_order_relaxed);
-  set.key[0].store(key, std::memory_order_relaxed);
-}
-
-namespace {
-constexpr std::size_t kCleanMapPlaces = 1 << 13;  // 64 KiB: maps, not launches
-std::atomic<uint64_t> g_clean_maps[kCleanMapPlaces];
-}  // namespace
-bool clean_map_contains(uint64_t hash) {
-  return hash && g_clean_maps[hash & (kCleanMapPlaces - 1)].load(std::memory_order_relaxed) == hash;
-}
-void clean_map_insert(uint64_t hash) {
-  g_clean_maps[hash & (kCleanMapPlaces - 1)].store(hash, std::memory_order_relaxed);
 }
 
 }  // namespace tmaguard

@@ -1,6 +1,6 @@
-// tmaguard shim: per-kernel facts (name, parameter layout, tensor-map slots, which rules apply), built once per
-// CUfunction/CUkernel and forgotten when its module or library is unloaded, and the set of launches already
-// found clean.
+// tmaguard shim: the kernel table: per-kernel facts (name, parameter layout, tensor-map places, which rules apply),
+// built once per CUfunction/CUkernel and forgotten when its module or library is unloaded. What was found clean is the
+// memo's (memo.h).
 #pragma once
 
 #include <atomic>
@@ -55,80 +55,20 @@ struct KernelInfo {
 //! Facts for a launch handle (CUfunction, or a CUkernel passed where a CUfunction is expected). Never null.
 //! Read-mostly: a lock-free table, filled on a kernel's first launch. Facts an unload (or a new search) replaced are
 //! freed only once every thread that launches has seen the new epoch and no device-audit read refers to them, so a
-//! pointer a thread got from its front entry stays valid until it looks again.
+//! pointer a thread got from its memo entry (memo.h) stays valid until it looks again.
 //! `args`: the launch's arguments, with which a kernel's first launch searches its parameters over 128 bytes for
 //! embedded maps (nullptr: no bytes to search; the search waits for the first launch that has them).
 const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args);
-//! This thread's front-cache entry for `f` (hot.h), filled from kernel_info() when it holds another kernel, when
-//! kernel facts were replaced since this thread last looked, or when its kernel still waits for a struct search
-//! and `args` can serve it.
-FrontEntry& front_entry(CUfunction f, const LaunchArgs* args);
-//! Remembers a launch found clean in this thread's front entry `e` for its kernel: its key (the entry's last clean
-//! key, and one of its block's clean keys), and for a kernel with few maps, a copy of their bytes (`bytes(i)`: map
-//! i's 128 bytes, in the kernel's map order).
-template <typename BytesOf>
-void remember_clean(FrontEntry& e, uint64_t key, BytesOf&& bytes);
-//! How many maps front entry `e` keeps a clean copy of (0: none; hot.h kCleanCopyMaps).
-inline std::size_t copied_maps(const FrontEntry& e) {
-  std::size_t n = 0;
-  if (e.n_maps == kManyMaps) n = e.info ? e.info->maps.size() : 0;
-  else if (e.n_maps == kAuditing) n = 0;
-  else n = e.n_maps < kPairs ? e.n_maps : e.n_maps & ~kPairs;
-  return n <= kCleanCopyMaps ? n : 0;
-}
-//! This thread's clean block for front entry `e` (nullptr: none allocated). `allocate`: make the blocks if needed.
-CleanBlock* clean_block_of(const FrontEntry& e, bool allocate);
-//! Forgets the clean keys of front entry `e` (nullptr: of every entry), when it is given to another kernel.
-void forget_clean_keys(const FrontEntry* e);
-//! 128 bytes equal (all of them, word 2's bit 21 too: a difference there only sends the launch to the key).
-__attribute__((always_inline)) inline bool same_map_bytes(const uint8_t* a, const uint8_t* b) {
-  typedef uint64_t v2 __attribute__((vector_size(16)));
-  v2 d = {0, 0};
-  for (int i = 0; i < 8; ++i) {
-    v2 x, y;
-    __builtin_memcpy(&x, a + 16 * i, 16);
-    __builtin_memcpy(&y, b + 16 * i, 16);
-    d |= x ^ y;
-  }
-  return (d[0] | d[1]) == 0;
-}
-//! Whether `key` is among a block's clean keys (one line: the key's set).
-__attribute__((always_inline)) inline bool has_clean_key(const CleanBlock& b, uint64_t key) {
-  const uint64_t* set = b.keys[key % kCleanKeySets];
-  bool found = false;
-  for (std::size_t w = 0; w < kCleanKeyWays; ++w) found |= set[w] == key;
-  return found && key != 0;
-}
-//! Adds a clean key to a block (newest first in its set; the oldest of a full set goes).
-inline void add_clean_key(CleanBlock& b, uint64_t key) {
-  if (key == 0 || has_clean_key(b, key)) return;
-  uint64_t* set = b.keys[key % kCleanKeySets];
-  for (std::size_t w = kCleanKeyWays - 1; w > 0; --w) set[w] = set[w - 1];
-  set[0] = key;
-}
-template <typename BytesOf>
-void remember_clean(FrontEntry& e, uint64_t key, BytesOf&& bytes) {
-  e.clean_key = 0;
-  const std::size_t n = copied_maps(e);
-  CleanBlock* b = clean_block_of(e, true);
-  if (b) add_clean_key(*b, key);
-  if (n) {
-    if (!b) return;  // no copies: the entry keeps no key either (a key without its bytes would be read as both)
-    for (std::size_t i = 0; i < n; ++i) {
-      const uint8_t* m = bytes(i);
-      if (!m) return;
-      __builtin_memcpy(b->maps + kTensorMapBytes * i, m, kTensorMapBytes);
-    }
-    bump(t_hot.clean_copies);
-  }
-  e.clean_key = key;
-}
 //! A fresh search of `stale`'s kernel with this launch's bytes (a watched place holds a map, or the kernel waited
 //! for readable bytes): the new KernelInfo replaces the old one for every thread. Returns what is in force.
 const KernelInfo* research(CUfunction f, const KernelInfo* stale, const LaunchArgs& args);
-//! Whether this launch calls for a new search of its kernel's parameters (kernel_cache.cpp says when).
+//! Whether this launch calls for a new search of its kernel's parameters (kernel_table.cpp says when).
 bool needs_research(const KernelInfo& k, const LaunchArgs& args);
 inline constexpr unsigned kMaxSearches = 64;
+
+//! A thread that launches has caught up with the kernel epoch (its memo dropped every entry made before it): facts
+//! forgotten meanwhile that no thread holds any more are freed.
+void kernel_facts_released();
 
 //! Every kernel known (for inspect mode's census at exit).
 void for_each_kernel(void (*fn)(const KernelInfo&));
@@ -139,13 +79,5 @@ void forget_kernels_of(const void* owner, const void* module = nullptr);
 
 //! The identity a launch key starts from (launch.h's launch_key).
 inline uint64_t kernel_identity(const KernelInfo* k) { return reinterpret_cast<uintptr_t>(k); }
-
-//! Set of launch keys that were checked and found clean: a repeated launch costs a hash and a lookup.
-bool clean_cache_contains(uint64_t key);
-void clean_cache_insert(uint64_t key);
-//! Set of map content hashes whose bytes passed the generic descriptor check (which depends on the bytes alone): a
-//! launch whose key is new because one of its many maps changed judges only that map again.
-bool clean_map_contains(uint64_t hash);
-void clean_map_insert(uint64_t hash);
 
 }  // namespace tmaguard

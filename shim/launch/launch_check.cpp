@@ -1,9 +1,10 @@
 // tmaguard shim: one launch, checked in three steps.
 //
-//   collect: the kernel's facts (kernel_cache), each tensor map's 128 bytes for this launch and its content hash,
-//            and the launch key; a key found clean before ends the check here
+//   collect: the kernel's facts (the memo's entry, from the kernel table), each tensor map's 128 bytes for this
+//            launch and its content hash, and the launch key; a key the memo knows clean ends the check here
 //   judge:   decode every map, run the kernel's rules and the generic descriptor checks (pure core: judge.h)
-//   report:  provenance of the maps findings name, then the reporter applies the mode (run, reject, abort)
+//   report:  provenance of the maps findings name, then the reporter applies the mode (run, reject, abort); what was
+//            found clean goes to the memo
 #include "launch/launch_check.h"
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "driver/device_arch.h"
 #include "runtime/intercept.h"
 #include "launch/kernel_table.h"
+#include "launch/memo.h"
 #include "driver/provenance.h"
 #include "report/reporter.h"
 #include "runtime/runtime.h"
@@ -28,7 +30,7 @@ namespace tmaguard {
 namespace {
 
 struct Collected {
-  FrontEntry* front = nullptr;
+  MemoEntry* entry = nullptr;
   const KernelInfo* kernel = nullptr;
   std::vector<const uint8_t*> bytes;  // each map slot's 128 bytes for this launch
   std::vector<uint64_t> hashes;       // and their content hashes
@@ -67,16 +69,16 @@ void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMap
 }
 
 // False when the launch cannot be judged (no maps, or the caller did not provide their bytes).
-bool collect(CUfunction f, void** kernel_params, void** extra, Collected& c) {
-  const LaunchArgs args = kernel_params ? LaunchArgs{kernel_params, nullptr, 0, true} : parse_extra(extra);
-  const bool readable = args.kernel_params || (args.buffer && args.size_declared);
-  c.front = &front_entry(f, readable ? &args : nullptr);  // a kernel's first launch searches its structs with these
+bool collect(const LaunchView& launch, Collected& c) {
+  const LaunchArgs args = launch.args();
+  const bool readable = args.readable();
+  c.entry = &entry(launch.f, readable ? &args : nullptr);  // a kernel's first launch searches its structs with these
   // A kernel that waited for readable bytes, or with a map in a place that was empty, is searched again now.
-  if (readable && needs_research(*c.front->info, args)) {
-    research(f, c.front->info, args);
-    c.front = &front_entry(f, &args);
+  if (readable && needs_research(*c.entry->info, args)) {
+    research(launch.f, c.entry->info, args);
+    c.entry = &entry(launch.f, &args);
   }
-  c.kernel = c.front->info;
+  c.kernel = c.entry->info;
   const KernelInfo& k = *c.kernel;
   if (k.params_truncated)
     report_notice("params-truncated|" + k.name, "not-checked",
@@ -93,15 +95,9 @@ bool collect(CUfunction f, void** kernel_params, void** extra, Collected& c) {
   const std::size_t n = k.maps.size();
   c.bytes.resize(n);
   c.hashes.resize(n);
-  for (std::size_t i = 0; i < n; ++i) c.bytes[i] = map_bytes(k.layout, k.maps[i], args);
+  for (std::size_t i = 0; i < n; ++i) c.bytes[i] = args.map(k.layout, k.maps[i]);
   return launch_key(
       kernel_identity(c.kernel), n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
-}
-
-// A map's content hash in the set of maps that passed the generic check: salted by how its bytes were read, since
-// the same bytes are no map where maps are only searched for and a map where a rule names the kernel.
-uint64_t clean_map_hash(uint64_t hash, MapEvidence e) {
-  return hash ^ (0x9e3779b97f4a7c15ULL * (static_cast<uint64_t>(e) + 1));
 }
 
 // The maps this launch must judge, decoded as their places demand (KernelInfo::evidence). A kernel without rules
@@ -112,7 +108,7 @@ std::vector<TensorMapParam> decode_needed(const Collected& c, bool all, std::vec
   std::vector<TensorMapParam> maps;
   for (std::size_t i = 0; i < c.bytes.size(); ++i) {
     const MapEvidence e = c.kernel->evidence(i);
-    const bool clean = clean_map_contains(clean_map_hash(c.hashes[i], e));
+    const bool clean = known_map(c.hashes[i], e);
     if (clean && !all) continue;
     TensorMapParam m;
     m.place = c.kernel->maps[i];
@@ -141,20 +137,17 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   // whole, without a place: that says nothing against any one map).
   for (std::size_t i = 0; i < maps.size(); ++i)
     if (!named[i] && !known_clean[i] && maps[i].decoded.ok())
-      clean_map_insert(clean_map_hash(c.hashes[slots[i]], c.kernel->evidence(slots[i])));
+      remember_map(c.hashes[slots[i]], c.kernel->evidence(slots[i]));
   // Launches a rule could not check are not remembered as clean: each one is counted in the summary. (They are
   // FA4 backward kernels of milliseconds; judging their maps again costs microseconds.)
-  if (!has_errors(findings) && j.not_checkable.empty()) {
-    clean_cache_insert(c.key);
-    remember_clean(*c.front, c.key, [&](std::size_t i) { return c.bytes[i]; });
-  }
+  if (!has_errors(findings) && j.not_checkable.empty())
+    remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
   return findings.empty() ? Verdict::kRun : report_findings(findings);
 }
 
 void report_census_at_exit();  // below
 
-Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel_params, void** extra,
-                               Collected& c) {
+Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
   ThreadHot& t = t_hot;
   register_thread();
   bump(t.launches_seen);
@@ -163,15 +156,15 @@ Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel
     static std::once_flag census;
     std::call_once(census, [] { std::atexit(report_census_at_exit); });
   }
-  const bool collected = collect(f, kernel_params, extra, c);
+  const bool collected = collect(launch, c);
   if (inspecting) c.kernel->launches.fetch_add(1, std::memory_order_relaxed);
   if (!collected) {
-    if (inspecting && c.kernel->maps.empty()) inspect(c.kernel, geom, {}, {}, c);
+    if (inspecting && c.kernel->maps.empty()) inspect(c.kernel, launch.geom, {}, {}, c);
     return Verdict::kRun;
   }
   bump(t.launches_checked);
-  if (!inspecting && c.key && (c.key == c.front->clean_key || clean_cache_contains(c.key))) {
-    remember_clean(*c.front, c.key, [&](std::size_t i) { return c.bytes[i]; });
+  if (!inspecting && known_key(*c.entry, c.key)) {
+    remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, false);
     return Verdict::kRun;
   }
   std::vector<std::size_t> slots;
@@ -180,7 +173,7 @@ Verdict check_launch_unguarded(CUfunction f, const Geometry& geom, void** kernel
       decode_needed(c, inspecting || !c.kernel->rules.empty(), slots, known_clean);
   bump(t.maps_decoded, static_cast<uint64_t>(std::count_if(maps.begin(), maps.end(),
                                                            [](const TensorMapParam& m) { return m.decoded.ok(); })));
-  if (inspecting) inspect(c.kernel, geom, maps, slots, c);
+  if (inspecting) inspect(c.kernel, launch.geom, maps, slots, c);
   Judgement j = judge_launch(rules(), c.kernel->rules, c.kernel->name, maps, current_arch(), &known_clean);
   return report(c, maps, slots, known_clean, j);
 }
@@ -223,9 +216,9 @@ void report_nested() {
   const void* f = t_nested_f;
   if (!n || !f) return;
   try {
-    // Through this thread's front cache, so that the facts stay alive while they are read (kernel_cache.h).
+    // Through this thread's memo, so that the facts stay alive while they are read (kernel_table.h).
     register_thread();
-    const std::string name = front_entry(static_cast<CUfunction>(const_cast<void*>(f)), nullptr).info->name;
+    const std::string name = entry(static_cast<CUfunction>(const_cast<void*>(f)), nullptr).info->name;
     report_notice("nested|" + name, "not-checked",
                   std::to_string(n) + " launch(es) of kernel " + name +
                       " ran unchecked: they were made while their thread was inside another tmaguard call (a signal "
@@ -276,8 +269,7 @@ Verdict not_checked(Unchecked why, const char* what) {
 
 }  // namespace
 
-Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra,
-                     const KernelInfo** kernel) {
+Verdict check_launch(const Intercepted& call, const LaunchView& launch, const KernelInfo** kernel) {
   if (kernel) *kernel = nullptr;
   if (call.nested()) {
     // Inside another tmaguard call of this thread (a signal handler): nothing that takes a lock or allocates may run
@@ -285,7 +277,7 @@ Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom
     if (armed_already()) {
       count_unchecked(Unchecked::kNested);
       ++t_hot.nested_unreported;
-      t_nested_f = f;
+      t_nested_f = launch.f;
       static std::atomic<bool> hooked{false};
       if (!hooked.load(std::memory_order_relaxed) && !hooked.exchange(true)) on_nested_launches(report_nested);
     }
@@ -294,15 +286,13 @@ Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom
   if (!call.active()) return Verdict::kRun;
   try {
     Collected c;
-    const Verdict v = check_launch_unguarded(f, geom, kernel_params, extra, c);
+    const Verdict v = check_launch_unguarded(launch, c);
     say_unsaid();
-    if (c.front && c.kernel) {
+    if (c.entry && c.kernel) {
       if (kernel) *kernel = c.kernel;
       // The device audit is done with this kernel: this thread's launches of it take the fast paths again.
-      if (c.front->n_maps == kAuditing && c.kernel->audits_left.load(std::memory_order_relaxed) <= 1) {
-        c.front->f = nullptr;
-        c.front->info = nullptr;
-      }
+      if (c.entry->at == MapsAt::kAuditing && c.kernel->audits_left.load(std::memory_order_relaxed) <= 1)
+        audit_done(*c.entry);
     }
     return v;
   } catch (const std::bad_alloc&) {

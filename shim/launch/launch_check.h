@@ -3,6 +3,7 @@
 #pragma once
 
 #include "base/cuda_names.h"
+#include "launch/launch_view.h"
 #include "tmaguard/finding.h"
 
 namespace tmaguard {
@@ -10,15 +11,10 @@ namespace tmaguard {
 class Intercepted;
 struct KernelInfo;
 
-struct Geometry {
-  unsigned gx, gy, gz, bx, by, bz;
-};
-
-//! Collects the launch's tensor maps, judges them (unless the same bytes were found clean before) and reports, when
+//! Collects the launch's tensor maps, judges them (unless the memo knows the same bytes clean) and reports, when
 //! `call` (the wrapper's entry) is active. kReject: the launch must not happen (reject mode); abort mode never returns
 //! after an error. `kernel`, when given, receives the kernel's facts (nullptr when tmaguard did not look).
-Verdict check_launch(const Intercepted& call, CUfunction f, const Geometry& geom, void** kernel_params, void** extra,
-                     const KernelInfo** kernel = nullptr);
+Verdict check_launch(const Intercepted& call, const LaunchView& launch, const KernelInfo** kernel = nullptr);
 
 //! What a wrapper returns for a launch (or graph node) check_launch refused: CUDA_ERROR_OUT_OF_MEMORY when there was no
 //! memory to check it, else CUDA_ERROR_INVALID_VALUE.

@@ -8,8 +8,8 @@
 //     return rc;
 //   }
 //
-// The launch wrappers alone look at their per-thread front cache before TG_ENTER (hooks_launch.cpp, hot.h): that
-// look touches no shared state and ends in a tail call. dlsym is no driver entry point: it forwards by a tail call
+// The launch wrappers alone ask the clean-launch memo before TG_ENTER (hooks_launch.cpp, launch/memo.h): that look
+// touches no shared state and ends in a tail call. dlsym is no driver entry point: it forwards by a tail call
 // and enters only to route a driver name (hooks_dlsym.cpp).
 #pragma once
 
@@ -42,7 +42,9 @@ class Intercepted {
 
 //! Declares `real` (the typed real function) and `call` (an Intercepted); returns CUDA_ERROR_NOT_INITIALIZED from the
 //! wrapper when the driver or the entry point is missing.
-#define TG_ENTER(name)                                               \
-  const auto real = TG_REAL(name);                                   \
-  if (__builtin_expect(!real, 0)) return CUDA_ERROR_NOT_INITIALIZED; \
+#define TG_ENTER(name) TG_ENTER_ENTRY(tg_pfn_##name, ::tmaguard::EntryId::name)
+//! TG_ENTER for a wrapper generated from a template (hooks_launch.cpp): the entry by its EntryId and PFN type.
+#define TG_ENTER_ENTRY(pfn, id)                                                        \
+  const auto real = reinterpret_cast<pfn>(::tmaguard::real_function(id));             \
+  if (__builtin_expect(!real, 0)) return CUDA_ERROR_NOT_INITIALIZED;                   \
   const ::tmaguard::Intercepted call

@@ -25,7 +25,7 @@
 // (old_driver.map).
 #define FAKE_EXPORT(name, pfn) \
   extern "C" __attribute__((visibility("default"))) std::remove_pointer_t<pfn> fake_##name __asm__(#name);
-#define TG_ENTRY(name, pfn) FAKE_EXPORT(name, pfn)
+#define TG_ENTRY(name, pfn, kind) FAKE_EXPORT(name, pfn)
 #define TG_REAL_ONLY(name, pfn) FAKE_EXPORT(name, pfn)
 #include "driver/entry_points.def"
 #define FAKE_ONLY_ENTRIES(X)                                \
@@ -121,7 +121,7 @@ struct Row {
   void* fn;
 };
 #define FAKE_ROW(name, pfn) {#name, #pfn, reinterpret_cast<void*>(&fake_##name)},
-#define TG_ENTRY(name, pfn) FAKE_ROW(name, pfn)
+#define TG_ENTRY(name, pfn, kind) FAKE_ROW(name, pfn)
 #define TG_REAL_ONLY(name, pfn) FAKE_ROW(name, pfn)
 const Row kRows[] = {
 #include "driver/entry_points.def"

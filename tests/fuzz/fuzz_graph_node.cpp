@@ -38,10 +38,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        {tmaguard::node_launch(&v1), tmaguard::node_launch(&v2), tmaguard::node_launch(&gp),
         tmaguard::node_launch(static_cast<const CUDA_KERNEL_NODE_PARAMS_v1*>(nullptr))}) {
     if (!n.is_kernel) continue;
-    const tmaguard::LaunchArgs args = n.kernel_params ? tmaguard::LaunchArgs{n.kernel_params, nullptr, 0, true}
-                                                      : tmaguard::parse_extra(n.extra);
+    const tmaguard::LaunchArgs args = n.launch.args();
     for (const tmaguard::MapPlace s : {tmaguard::MapPlace{0, 0}, tmaguard::MapPlace{1, 0}})
-      if (const uint8_t* b = tmaguard::map_bytes(layout, s, args)) (void)tmaguard::decode(b);
+      if (const uint8_t* b = args.map(layout, s)) (void)tmaguard::decode(b);
   }
   return 0;
 }

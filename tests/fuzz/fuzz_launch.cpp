@@ -48,21 +48,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                     : form == 3 ? tmaguard::parse_extra(nullptr)
                                                 : tmaguard::parse_extra(extra);
   // Maps inside larger parameters: every reported slot must lie inside its parameter, decode plausibly, and be
-  // readable through map_bytes (the scan reads only what the caller provided: ASan).
+  // readable through LaunchArgs::map (the scan reads only what the caller provided: ASan).
   const tmaguard::StructSearch found = tmaguard::search_structs(layout, args);
   for (const auto& s : found.maps) {
     if (s.param >= layout.sizes.size() || s.offset + tmaguard::kTensorMapBytes > layout.sizes[s.param]) __builtin_trap();
-    const uint8_t* m = tmaguard::map_bytes(layout, s, args);
+    const uint8_t* m = args.map(layout, s);
     if (!m || !tmaguard::read_map(m, tmaguard::MapEvidence::kInStruct).ok()) __builtin_trap();
   }
   for (const auto& s : found.watch)  // a watched place is readable and empty now
     if (!tmaguard::still_empty(layout, s, args)) __builtin_trap();
   std::vector<const uint8_t*> bytes;
-  for (const auto& s : slots) bytes.push_back(tmaguard::map_bytes(layout, s, args));
+  for (const auto& s : slots) bytes.push_back(args.map(layout, s));
   uint64_t k1 = 0, k2 = 0;
   std::vector<uint64_t> hashes(bytes.size());
   const bool a = tmaguard::launch_key(42, bytes.size(), [&](std::size_t i) { return bytes[i]; }, &k1, hashes.data());
-  const bool b = tmaguard::launch_key(42, slots.size(), [&](std::size_t i) { return map_bytes(layout, slots[i], args); },
+  const bool b = tmaguard::launch_key(42, slots.size(), [&](std::size_t i) { return args.map(layout, slots[i]); },
                                       &k2);
   if (a != b || (a && k1 != k2)) __builtin_trap();  // the fast path and the full check must key alike
   if (!a) return 0;

@@ -1,0 +1,170 @@
+// tmaguard shim: the clean-launch memo's state (memo.h says what it holds and who asks).
+#include "launch/memo.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "base/counters.h"
+
+namespace tmaguard {
+
+thread_local MemoThread t_memo __attribute__((tls_model("initial-exec")));
+
+namespace {
+
+// The process's clean launch keys: 64-bit keys in sets of eight, one cache line each, bounded. Set-associative,
+// because a training step launches one kernel for every layer with its own tensors, and one collision between two of
+// those keys in a direct-mapped table would re-judge both launches on every step; a full set forgets its oldest key.
+constexpr std::size_t kSharedWays = 8;
+constexpr std::size_t kSharedSets = (1 << 12) / kSharedWays;
+struct alignas(64) SharedSet {
+  std::atomic<uint64_t> key[kSharedWays];
+};
+SharedSet g_shared[kSharedSets];
+
+// Content hashes of maps that passed the generic descriptor checks (which depend on the bytes alone): a launch whose
+// key is new because one of its many maps changed judges only that map again. 64 KiB: maps, not launches.
+constexpr std::size_t kMapHashes = 1 << 13;
+std::atomic<uint64_t> g_map_hashes[kMapHashes];
+
+// Forgets the clean keys of entry `e` (nullptr: of every entry), when it is given to another kernel.
+void forget_keys(const MemoEntry* e) {
+  if (!t_memo.blocks) return;
+  if (e) std::memset(t_memo.blocks[e - t_memo.entries].keys, 0, sizeof(CleanBlock::keys));
+  else
+    for (std::size_t i = 0; i < kMemoEntries; ++i) std::memset(t_memo.blocks[i].keys, 0, sizeof(CleanBlock::keys));
+}
+
+// A thread is exiting (counters.h): its blocks go, and with them every entry's copy.
+void release_thread() {
+  std::free(t_memo.blocks);
+  t_memo.blocks = nullptr;
+  for (MemoEntry& e : t_memo.entries) e.clean_key = 0;
+}
+
+// Fills entry `e` (made empty for kernel `info`) with where the kernel's maps sit: up to fourteen whole-parameter
+// places with an index below 256, or up to seven places inside parameters as (index, offset / 64) pairs, and watched
+// places that all lie in one parameter below offset 4096 as a mask; anything else is read from the KernelInfo (a
+// kernel with places only rules name).
+void fill(MemoEntry& e, const KernelInfo& info) {
+  const std::vector<MapPlace>& m = info.maps;
+  const std::vector<MapPlace>& w = info.watch;
+  if (info.audits_left.load(std::memory_order_relaxed) != 0) {
+    e.at = MapsAt::kAuditing;  // the device audit wants this launch: the full check
+    return;
+  }
+  const bool watch_fits = w.empty() || std::all_of(w.begin(), w.end(), [&](const MapPlace& s) {
+    return s.param == w.front().param && s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 64;
+  });
+  const bool named = std::any_of(info.named_only.begin(), info.named_only.end(), [](bool b) { return b; });
+  if (info.search_pending || !watch_fits || named) {
+    e.at = MapsAt::kKernelInfo;
+    return;
+  }
+  const bool whole = std::all_of(m.begin(), m.end(), [](const MapPlace& s) { return s.offset == 0 && s.param < 256; });
+  const bool pairs = std::all_of(m.begin(), m.end(), [](const MapPlace& s) {
+    return s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 256;
+  });
+  if (m.empty() && w.empty()) {
+    e.at = MapsAt::kNowhere;
+  } else if (whole && !m.empty() && m.size() <= sizeof(e.idx)) {
+    for (std::size_t i = 0; i < m.size(); ++i) e.idx[i] = static_cast<uint8_t>(m[i].param);
+    e.at = MapsAt::kParams;
+    e.count = static_cast<uint8_t>(m.size());
+  } else if (pairs && m.size() <= sizeof(e.idx) / 2) {
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      e.idx[2 * i] = static_cast<uint8_t>(m[i].param);
+      e.idx[2 * i + 1] = static_cast<uint8_t>(m[i].offset / 64);
+    }
+    e.at = MapsAt::kPairs;
+    e.count = static_cast<uint8_t>(m.size());
+  } else {
+    e.at = MapsAt::kKernelInfo;
+    return;
+  }
+  for (const MapPlace& s : w) e.watch_mask |= uint64_t{1} << (s.offset / 64);
+  e.watch_param = w.empty() ? 0 : static_cast<uint8_t>(w.front().param);
+}
+
+// A map's content hash salted by how its bytes were read.
+uint64_t map_hash(uint64_t hash, MapEvidence e) {
+  return hash ^ (0x9e3779b97f4a7c15ULL * (static_cast<uint64_t>(e) + 1));
+}
+
+}  // namespace
+
+MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
+  // Kernel facts replaced since this thread last looked (an unload, a new search): any entry may be stale.
+  const uint32_t epoch = g_hot.kernel_epoch.load(std::memory_order_acquire);
+  if (t_hot.kernel_epoch.load(std::memory_order_relaxed) != epoch) {
+    std::memset(static_cast<void*>(t_memo.entries), 0, sizeof t_memo.entries);
+    forget_keys(nullptr);
+    t_hot.kernel_epoch.store(epoch, std::memory_order_release);
+    kernel_facts_released();  // this thread no longer holds what was forgotten
+  }
+  MemoEntry& e = memo_detail::slot(f);
+  if (e.f == f && e.info) return e;
+  const KernelInfo* info = kernel_info(f, args);
+  forget_keys(&e);  // another kernel's keys, or an earlier KernelInfo's
+  e = MemoEntry{};
+  e.f = f;
+  e.info = info;
+  fill(e, *info);
+  return e;
+}
+
+bool known_key(const MemoEntry& e, uint64_t key) {
+  return key && (key == e.clean_key || memo_detail::shared_key_known(key));
+}
+
+void audit_done(MemoEntry& e) {
+  e.f = nullptr;
+  e.info = nullptr;
+}
+
+bool known_map(uint64_t hash, MapEvidence evidence) {
+  const uint64_t h = map_hash(hash, evidence);
+  return h && g_map_hashes[h & (kMapHashes - 1)].load(std::memory_order_relaxed) == h;
+}
+
+void remember_map(uint64_t hash, MapEvidence evidence) {
+  const uint64_t h = map_hash(hash, evidence);
+  g_map_hashes[h & (kMapHashes - 1)].store(h, std::memory_order_relaxed);
+}
+
+namespace memo_detail {
+
+CleanBlock* block_of(const MemoEntry& e, bool allocate) {
+  if (!t_memo.blocks) {
+    // Only a registered thread: its exit frees the blocks (counters.h).
+    if (!allocate || !t_hot.registered) return nullptr;
+    on_thread_exit(release_thread);
+    void* p = std::aligned_alloc(alignof(CleanBlock), kMemoEntries * sizeof(CleanBlock));
+    if (!p) return nullptr;
+    std::memset(p, 0, kMemoEntries * sizeof(CleanBlock));
+    t_memo.blocks = static_cast<CleanBlock*>(p);
+  }
+  return t_memo.blocks + (&e - t_memo.entries);
+}
+
+bool shared_key_known(uint64_t key) {
+  if (!key) return false;
+  const SharedSet& set = g_shared[key % kSharedSets];
+  bool found = false;
+  for (const auto& k : set.key) found |= k.load(std::memory_order_relaxed) == key;
+  return found;
+}
+
+void insert_shared_key(uint64_t key) {
+  if (!key || shared_key_known(key)) return;
+  // Newest first; racing inserts may lose a key or hold one twice (a later launch re-checks and inserts again).
+  SharedSet& set = g_shared[key % kSharedSets];
+  for (std::size_t i = kSharedWays - 1; i > 0; --i)
+    set.key[i].store(set.key[i - 1].load(std::memory_order_relaxed), std::memory_order_relaxed);
+  set.key[0].store(key, std::memory_order_relaxed);
+}
+
+}  // namespace memo_detail
+}  // namespace tmaguard

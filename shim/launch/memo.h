@@ -1,0 +1,340 @@
+// tmaguard shim: the clean-launch memo. Everything tmaguard remembers about launches it found clean, so that a repeat
+// costs a byte compare or a hash instead of a check. This room owns the memo's types and all of its state; nothing
+// outside memo.{h,cpp} writes them.
+//
+//   per thread, per kernel   a MemoEntry (one cache line, 16 per thread): where the kernel's maps sit in a launch,
+//                            its watched places, and the key of its last clean launch on this thread
+//   per thread, per entry    a CleanBlock: the bytes of that clean launch's maps (the compare) and up to 64 clean keys
+//                            (the kernel on each layer's own tensors)
+//   per process              the keys of clean launches any thread found (set-associative), and the content hashes
+//                            of maps that passed the generic checks
+//
+// A launch asks in this order, each step only when the one before could not tell:
+//
+//   fast_pass()     inline in the exported wrapper, before TG_ENTER: a known kernel without maps, or one whose maps
+//                   equal the entry's copy, or whose key is one of the entry's clean keys --> the driver
+//   known_clean()   out of line, still before TG_ENTER: the launch key among the process's clean keys, or a kernel
+//                   whose map places live in its KernelInfo --> the driver
+//   the full check  (launch_check.h) entry() --> judge --> remember() / remember_map()
+//
+// A real driver spends microseconds between two launches and evicts these lines, so what a repeat costs on a GPU host
+// is mostly how many distinct lines it misses on: the global line (hot.h), the thread's first line (hot.h) and its
+// entry's line; a repeat with maps adds the maps and the entry's copy. Everything on the fast path is straight-line
+// code in the wrapper: a repeat touches no other code line.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "base/hot.h"
+#include "tmaguard/config.h"
+#include "launch/kernel_table.h"
+#include "launch/launch_view.h"
+
+namespace tmaguard {
+
+//! Where an entry's kernel keeps its maps in a launch.
+enum class MapsAt : uint8_t {
+  kNowhere,     // no maps and no watched places: nothing to look at (the no-maps fast path)
+  kParams,      // `count` whole 128-byte parameters (1..14), their indices in idx
+  kPairs,       // `count` maps inside parameters (0..7: 0 is watched places alone), idx holding (index, offset / 64)
+  kKernelInfo,  // read from the KernelInfo: more maps than an entry holds, places only rules name, or a search pending
+  kAuditing,    // the device audit still wants this kernel's launches: every launch takes the full check
+};
+
+//! One thread's memo of one kernel: one cache line.
+struct alignas(64) MemoEntry {
+  const void* f;           // the launch handle (CUfunction or CUkernel)
+  const KernelInfo* info;  // nullptr: empty entry
+  uint64_t clean_key;      // the last launch key found clean for this kernel on this thread (0: none); while not 0 in
+                           // an entry with 1..kCopiedMaps maps, the entry's CleanBlock holds that launch's map bytes
+  uint64_t watch_mask;     // the kernel's watched places, all in parameter `watch_param`: bit i is the place at
+                           // offset 64 * i (0: none)
+  MapsAt at;
+  uint8_t count;
+  uint8_t watch_param;
+  uint8_t idx[14];
+};
+static_assert(sizeof(MemoEntry) == 64);
+
+//! How many entries a thread has; a thread that cycles through more kernels pays a lookup in the kernel table.
+inline constexpr unsigned kMemoEntries = 16;
+//! How many maps an entry keeps a copy of (kernels with more are hashed on every launch). Nine: 2-CTA FA4.
+inline constexpr std::size_t kCopiedMaps = 9;
+//! An entry's clean keys: 8 sets of 8 (a key's set: key % 8; newest first), so that a kernel launched once per layer
+//! on each layer's tensors (a training step) is known by its key in one line of the thread's own, up to 64 layers.
+inline constexpr std::size_t kKeySets = 8, kKeyWays = 8;
+
+//! What an entry keeps of its kernel's clean launches on this thread.
+struct alignas(64) CleanBlock {
+  uint64_t keys[kKeySets][kKeyWays];           // 0: none
+  uint8_t maps[kCopiedMaps * kTensorMapBytes];  // valid while the entry's clean_key is not 0
+};
+
+//! One thread's memo: its entries, and their blocks (allocated on the thread's first clean launch with maps; nullptr:
+//! none yet, or no memory; freed when the thread exits).
+struct alignas(64) MemoThread {
+  MemoEntry entries[kMemoEntries];
+  CleanBlock* blocks;
+};
+// initial-exec: the library is preloaded, so its TLS is static and a launch pays no __tls_get_addr call.
+extern thread_local MemoThread t_memo __attribute__((tls_model("initial-exec")));
+
+// ---- what the full check asks and tells (launch_check.cpp)
+
+//! This thread's entry for `f`, made from the kernel table when it holds another kernel, when kernel facts were
+//! replaced since this thread last looked, or when its kernel still waits for a struct search that `args` can serve
+//! (`args`: the launch's parameters, nullptr when none are readable).
+MemoEntry& entry(CUfunction f, const LaunchArgs* args);
+//! Whether a launch with this key is known clean: the entry's last clean key, or one any thread found.
+bool known_key(const MemoEntry& e, uint64_t key);
+//! A launch found clean (or known clean by its key): its key becomes the entry's last clean key and one of its
+//! block's, and for a kernel with few maps, the maps' bytes (`bytes(i)`: map i's 128 bytes) its copy. `shared`: the
+//! key also joins the process-wide keys (a launch the full check judged).
+template <typename BytesOf>
+void remember(MemoEntry& e, uint64_t key, BytesOf&& bytes, bool shared);
+//! Whether a map's bytes (their content hash, as read under `evidence`) passed the generic checks before; and
+//! remembering that they did. Salted by how the bytes were read: the same bytes are no map where maps are only
+//! searched for and a map where a rule names the kernel.
+bool known_map(uint64_t hash, MapEvidence evidence);
+void remember_map(uint64_t hash, MapEvidence evidence);
+//! The device audit is done with the entry's kernel: the next launch makes the entry afresh (fast paths again).
+void audit_done(MemoEntry& e);
+
+// ---- the steps before TG_ENTER (the launch wrappers, interpose/hooks_launch.cpp)
+
+//! True when a repeated launch of a known kernel, on this thread, is fine without any check. Inline in each wrapper.
+bool fast_pass(const LaunchView& v);
+//! True when a launch fast_pass() could not pass is known clean all the same. Inline in each wrapper's out-of-line
+//! rest (hooks_launch.cpp).
+bool known_clean(const LaunchView& v);
+
+// ------------------------------------------------------------------------------------------------------------------
+// Implementation. Everything below reads or writes the memo's state; the rest of tmaguard calls the functions above.
+namespace memo_detail {
+
+CleanBlock* block_of(const MemoEntry& e, bool allocate);
+void insert_shared_key(uint64_t key);
+bool shared_key_known(uint64_t key);
+
+//! How many maps entry `e` keeps a copy of (0: none).
+inline std::size_t copied_maps(const MemoEntry& e) {
+  std::size_t n = 0;
+  if (e.at == MapsAt::kKernelInfo) n = e.info ? e.info->maps.size() : 0;
+  else if (e.at == MapsAt::kParams || e.at == MapsAt::kPairs) n = e.count;
+  return n <= kCopiedMaps ? n : 0;
+}
+
+//! 128 bytes equal (all of them, word 2's bit 21 too: a difference there only sends the launch to the key).
+__attribute__((always_inline)) inline bool same_map_bytes(const uint8_t* a, const uint8_t* b) {
+  typedef uint64_t v2 __attribute__((vector_size(16)));
+  v2 d = {0, 0};
+  for (int i = 0; i < 8; ++i) {
+    v2 x, y;
+    __builtin_memcpy(&x, a + 16 * i, 16);
+    __builtin_memcpy(&y, b + 16 * i, 16);
+    d |= x ^ y;
+  }
+  return (d[0] | d[1]) == 0;
+}
+
+//! Whether `key` is among a block's clean keys (one line: the key's set).
+__attribute__((always_inline)) inline bool has_key(const CleanBlock& b, uint64_t key) {
+  const uint64_t* set = b.keys[key % kKeySets];
+  bool found = false;
+  for (std::size_t w = 0; w < kKeyWays; ++w) found |= set[w] == key;
+  return found && key != 0;
+}
+//! Adds a clean key to a block (newest first in its set; the oldest of a full set goes).
+inline void add_key(CleanBlock& b, uint64_t key) {
+  if (key == 0 || has_key(b, key)) return;
+  uint64_t* set = b.keys[key % kKeySets];
+  for (std::size_t w = kKeyWays - 1; w > 0; --w) set[w] = set[w - 1];
+  set[0] = key;
+}
+
+// The steps before TG_ENTER write this thread's memo: for their duration the thread counts as inside a tmaguard
+// call, so that a signal handler launching meanwhile is counted, not checked against a half-written memo.
+struct InsideCall {
+  InsideCall() { ++t_hot.hook_depth; }
+  ~InsideCall() { --t_hot.hook_depth; }
+};
+
+template <typename BytesOf>
+void remember_local(MemoEntry& e, uint64_t key, BytesOf&& bytes) {
+  e.clean_key = 0;
+  const std::size_t n = copied_maps(e);
+  CleanBlock* b = block_of(e, true);
+  if (b) add_key(*b, key);
+  if (n) {
+    if (!b) return;  // no copies: the entry keeps no key either (a key without its bytes would be read as both)
+    for (std::size_t i = 0; i < n; ++i) {
+      const uint8_t* m = bytes(i);
+      if (!m) return;
+      __builtin_memcpy(b->maps + kTensorMapBytes * i, m, kTensorMapBytes);
+    }
+    bump(t_hot.clean_copies);
+  }
+  e.clean_key = key;
+}
+
+// Whether this launch may use the memo at all: armed, not inside one of tmaguard's own calls, not inspecting
+// (inspect mode records every layout, so every launch takes the full check), and no kernel facts replaced since this
+// thread's entries were last made (an unload frees handles the driver may reuse; a new struct search gives a kernel
+// more map places).
+__attribute__((always_inline)) inline bool usable() {
+  return t_hot.hook_depth == 0 && g_hot.state.load(std::memory_order_acquire) == kArmed &&
+         g_hot.mode.load(std::memory_order_relaxed) != Mode::kInspect &&
+         t_hot.kernel_epoch.load(std::memory_order_relaxed) == g_hot.kernel_epoch.load(std::memory_order_relaxed);
+}
+
+//! The entry slot for a launch handle.
+__attribute__((always_inline)) inline MemoEntry& slot(const void* f) {
+  const uint64_t h = reinterpret_cast<uintptr_t>(f) * 0x9e3779b97f4a7c15ULL;
+  return t_memo.entries[h >> 60];
+}
+static_assert(kMemoEntries == 16, "slot() takes the top 4 bits");
+
+// A clean launch of the entry's kernel seen again by its key (its maps' bytes differ from the copy, or were not
+// compared): a key that repeats the entry's last clean key (the kernel settled on these tensors), or an entry without
+// a copy, takes a copy, so that the launches after it take the compare; another key only becomes the last one.
+// Copying each layer's maps in turn, when one kernel is launched once per layer on its own tensors, would cost more
+// than the compare saves; but a copy left at another layer's bytes would send every later repeat to the hash.
+template <typename Slot>
+__attribute__((noinline, cold)) void renew_copy(MemoEntry& e, uint64_t key, const Slot& slot) {
+  const InsideCall inside;
+  remember_local(e, key, slot);
+}
+template <typename Slot>
+__attribute__((always_inline)) inline void known_again(MemoEntry& e, uint64_t key, std::size_t n, const Slot& slot) {
+  if (e.clean_key && key != e.clean_key)
+    e.clean_key = key;  // the copy stays valid: any clean bytes of the kernel serve for the compare
+  else if (key != e.clean_key || n <= kCopiedMaps)  // no copy yet, or one a repeat of this key can renew
+    renew_copy(e, key, slot);
+}
+
+// The maps' key (`slot(i)`: map i's 128 bytes, nullptr: not available) against the entry's last clean key and the
+// process's clean keys: a key another thread found clean, or one this thread's block no longer holds (more than 64
+// layers, a full set). A hit joins the block's keys. Out of line and cold: fast_pass covers the repeats.
+template <typename Slot>
+__attribute__((noinline, cold)) bool key_clean(MemoEntry& e, std::size_t n, const Slot& slot) {
+  const InsideCall inside;
+  uint64_t key = 0;
+  if (!launch_key(kernel_identity(e.info), n, slot, &key)) return false;
+  if (key != e.clean_key && !shared_key_known(key)) return false;
+  if (CleanBlock* b = block_of(e, false)) add_key(*b, key);
+  known_again(e, key, n, slot);
+  bump(t_hot.launches_seen);
+  bump(t_hot.launches_checked);
+  return true;
+}
+
+// The maps' bytes against the entry's copy of a clean launch of its kernel.
+template <typename Slot>
+__attribute__((always_inline)) inline bool copy_equal(const MemoEntry& e, std::size_t n, const Slot& slot) {
+  if (!e.clean_key || n > kCopiedMaps || !t_memo.blocks) return false;
+  const uint8_t* copy = t_memo.blocks[&e - t_memo.entries].maps;
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint8_t* b = slot(i);
+    if (!b || !same_map_bytes(b, copy + kTensorMapBytes * i)) return false;
+  }
+  return true;
+}
+
+// The maps' launch key among the entry's clean keys on this thread (the kernel on another layer's tensors, or a
+// repeat whose copy is another layer's); a hit may renew the copy (known_again).
+template <typename Slot>
+__attribute__((always_inline)) inline bool key_known(MemoEntry& e, std::size_t n, const Slot& slot) {
+  uint64_t key = 0;
+  if (!t_memo.blocks || !launch_key(kernel_identity(e.info), n, slot, &key) ||
+      !has_key(t_memo.blocks[&e - t_memo.entries], key))
+    return false;
+  known_again(e, key, n, slot);
+  return true;
+}
+
+// Map i's bytes in a launch of an entry that holds its map places itself (kParams, kPairs). It carries the view's
+// kernelParams, not the view: handed to a cold step, it must not make the wrapper keep its view in memory.
+struct EntrySlots {
+  const MemoEntry& e;
+  void* const* kernel_params;
+  __attribute__((always_inline)) const uint8_t* operator()(std::size_t i) const {
+    const LaunchArgs args = LaunchArgs::of_params(kernel_params);
+    if (e.at == MapsAt::kParams) return args.param(e.idx[i]);
+    return args.param(e.idx[2 * i], 64 * std::size_t{e.idx[2 * i + 1]});
+  }
+};
+
+// Whether every watched place of the entry still holds no map.
+__attribute__((always_inline)) inline bool watched_clean(const MemoEntry& e, const LaunchView& v) {
+  for (uint64_t m = e.watch_mask; m; m &= m - 1)
+    if (watched_place_may_hold_map(v.param(e.watch_param, 64 * static_cast<std::size_t>(__builtin_ctzll(m)))))
+      return false;
+  return true;
+}
+
+}  // namespace memo_detail
+
+// Changes nothing but this thread's counters and entry, and calls nothing but renew_copy: one piece of straight-line
+// code in the wrapper. A repeat with maps touches no code line but the wrapper's own.
+__attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
+  using namespace memo_detail;
+  if (__builtin_expect(!usable(), 0)) return false;
+  MemoEntry& e = slot(v.f);
+  if (__builtin_expect(e.f != v.f || !e.info, 0)) return false;
+  if (__builtin_expect(e.at == MapsAt::kNowhere, 1)) {
+    bump(t_hot.launches_seen);
+    return true;
+  }
+  if (e.at >= MapsAt::kKernelInfo || !v.kernel_params) return false;  // the rest, or the full check
+  if (e.watch_mask && !watched_clean(e, v)) return false;             // the full check searches again
+  if (e.count) {                                                      // 0: watched places alone
+    const EntrySlots slots{e, v.kernel_params};
+    if (!copy_equal(e, e.count, slots) && !key_known(e, e.count, slots)) return false;
+  }
+  bump(t_hot.launches_seen);
+  if (e.count) bump(t_hot.launches_checked);
+  return true;
+}
+
+// A repeated launch whose maps are known clean though fast_pass could not tell: their launch key is the entry's last
+// clean key or one of the process's (a key another thread found clean, or one this thread's block no longer holds);
+// or the kernel's map places live in its KernelInfo (more maps than an entry holds): compared with the copy, else
+// keyed.
+__attribute__((always_inline)) inline bool known_clean(const LaunchView& v) {
+  using namespace memo_detail;
+  if (!usable()) return false;
+  MemoEntry& e = slot(v.f);
+  if (e.f != v.f || !e.info || !v.kernel_params || e.at == MapsAt::kAuditing) return false;
+  if (e.at != MapsAt::kKernelInfo) {
+    if (e.at == MapsAt::kNowhere || e.count == 0 || (e.watch_mask && !watched_clean(e, v))) return false;
+    return key_clean(e, e.count, EntrySlots{e, v.kernel_params});
+  }
+  // Every place of a KernelInfo lies inside its parameter (checked when it was found), so with kernelParams the
+  // bytes are at param(place.param, place.offset).
+  const KernelInfo& k = *e.info;
+  auto at = [p = v.kernel_params](const MapPlace& s) { return LaunchArgs::of_params(p).param(s.param, s.offset); };
+  if (k.search_pending) return false;  // the full check searches the kernel's parameters again
+  for (const MapPlace& w : k.watch)    // a watched place that may now hold a map: the full check looks
+    if (watched_place_may_hold_map(at(w))) return false;
+  if (k.maps.empty()) {  // nothing to hash: the watched places were all there was to look at
+    bump(t_hot.launches_seen);
+    return true;
+  }
+  auto slot_of = [&k, at](std::size_t i) { return at(k.maps[i]); };
+  if (copy_equal(e, k.maps.size(), slot_of) || key_known(e, k.maps.size(), slot_of)) {
+    bump(t_hot.launches_seen);
+    bump(t_hot.launches_checked);
+    return true;
+  }
+  return key_clean(e, k.maps.size(), slot_of);
+}
+
+template <typename BytesOf>
+void remember(MemoEntry& e, uint64_t key, BytesOf&& bytes, bool shared) {
+  if (shared) memo_detail::insert_shared_key(key);
+  memo_detail::remember_local(e, key, bytes);
+}
+
+}  // namespace tmaguard
