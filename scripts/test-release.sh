@@ -40,9 +40,8 @@ while IFS= read -r f; do
 done < <(find "$stage" -type f)
 ok "every shipped binary needs GLIBC_$worst at most and only libc/libm/libdl/libpthread/librt"
 depends=$(dpkg-deb -f "$deb" Depends)
-[[ "$depends" =~ ^libc6\ \(\>=\ 2\.(2[0-9]|3[01])\)$ ]] || fail "the package depends on '$depends'"
-[[ "$(basename "$whl")" =~ -py3-none-manylinux_2_([0-9]+)_x86_64\.whl$ ]] && [ "${BASH_REMATCH[1]}" -le 31 ] ||
-  fail "the wheel's tag: $(basename "$whl")"
+[ "$depends" = "libc6 (>= 2.31)" ] || fail "the package depends on '$depends' (want libc6 (>= 2.31), the baseline)"
+[[ "$(basename "$whl")" =~ -py3-none-manylinux_2_31_x86_64\.whl$ ]] || fail "the wheel's tag: $(basename "$whl") (want manylinux_2_31)"
 ok "the package depends on $depends; the wheel is $(basename "$whl")"
 
 # the wheel in a fresh venv of `python`, inside `chroot_cmd` (empty: this machine): installed with --no-index, the

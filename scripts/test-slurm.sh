@@ -1,28 +1,34 @@
 #!/usr/bin/env bash
-# Slurm test (run by scripts/test.sh): the README's Slurm example, run for real. A single-node Slurm (Debian's
+# Slurm test (run by scripts/test.sh): the Slurm example of docs/reference.md, run for real. A single-node Slurm (Debian's
 # slurm-wlm with munge) is started on this machine with a private configuration (its own ports, state, socket and
 # logs in a temporary folder) and stopped afterwards. tmaguard is installed into a prefix (cmake --install), and an
-# sbatch script made of the README's lines runs `srun` of a stand-in job on 2 ranks, rank 1 launching a transposed
+# sbatch script made of its lines runs `srun` of a stand-in job on 2 ranks, rank 1 launching a transposed
 # dK: each rank writes its own log carrying its rank (from SLURM_PROCID: no torchrun here), rank 1 alone is stopped,
 # and `tmaguard report` over the logs names it. If Slurm cannot start here (not root, no package, a daemon that will
 # not come up), the test says so and is skipped, never faked.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TMAGUARD_BUILD_DIR:-$root/build}
-skip() { echo "test-slurm: skipped: $*"; echo "test-slurm: 0 checks passed (skipped)"; exit 0; }
+skip() { echo "test-slurm: skipped: $*"; echo "test-slurm: 0 checks passed (skipped)"; exit 0; }  # stop() runs
 fail() { echo "test-slurm: FAIL: $*" >&2; [ -n "${work:-}" ] && tail -20 "$work"/log/*.log >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || skip "needs root (slurmd and munged run as root here)"
 for p in slurmctld slurmd sbatch srun munged; do command -v "$p" >/dev/null || skip "$p not installed"; done
 work=$(mktemp -d /tmp/tmaguard-slurm.XXXXXX)
-pids=()
+# Every daemon this test starts names $work on its command line (its configuration, socket or key): on every way out
+# (pass, fail, skip, interrupt) each is stopped, and waited for, by that name (a daemon that never wrote its pid
+# file is found too), SIGKILL after 10 s.
+daemons() { pgrep -f -- "$work/" || true; }
 stop() {
-  for f in "$work"/slurmd.pid "$work"/slurmctld.pid "$work"/munged.pid; do
-    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
-  done
-  sleep 1
+  local left
+  left=$(daemons)
+  [ -n "$left" ] && kill $left 2>/dev/null
+  for _ in $(seq 100); do [ -z "$(daemons)" ] && break; sleep 0.1; done
+  left=$(daemons)
+  [ -n "$left" ] && kill -9 $left 2>/dev/null
   rm -rf "$work"
 }
 trap stop EXIT
+trap 'exit 130' INT TERM
 mkdir -p "$work/state" "$work/spool" "$work/log" "$work/jobs"
 dd if=/dev/urandom of="$work/munge.key" bs=1024 count=1 2>/dev/null && chmod 600 "$work/munge.key"
 munged -f --socket="$work/munge.sock" --key-file="$work/munge.key" --log-file="$work/log/munged.log" \
@@ -81,7 +87,7 @@ export TG_CLIENT_LIBCUDA=$demo/libtmaguard-demo-driver.so TMAGUARD_LIBCUDA=$demo
 exec $demo/tmaguard-demo-job getproc ex fa4_ok
 EOF
 chmod +x "$work/job.sh"
-# the sbatch script: the README's lines, with its placeholders filled in
+# the sbatch script: docs/reference.md's lines, with its placeholders filled in
 cat >"$work/train.sbatch" <<EOF
 #!/bin/bash
 #SBATCH -n 2
@@ -108,4 +114,4 @@ grep -q '"local_rank":"1"' "${logs[@]}" || fail "no local_rank from SLURM_LOCALI
 out=$(cat "$work/out.$job")
 grep -qE "^fa4-dk-not-k-major +1 $host +1 " <<<"$out" || fail "tmaguard report does not name rank 1 on $host: $out"
 ok "tmaguard report over the logs names rule fa4-dk-not-k-major, rank 1, host $host"
-echo "test-slurm: $passed checks passed (a real single-node Slurm: sbatch + srun -n 2 through the README's commands)"
+echo "test-slurm: $passed checks passed (a real single-node Slurm: sbatch + srun -n 2 through the documented commands)"

@@ -110,7 +110,32 @@ std::string printable(std::string_view s) {
   return out;
 }
 
-int report(const std::vector<std::string>& files) {
+// One record as one line of text (and its hint), for `report --records`: what a JSON log says, read as a person would.
+template <typename Text>
+void print_record(const nlohmann::json& j, const Text& text) {
+  const std::string ev = text(j, "event", "?");
+  const std::string who = fmt::format("[pid {} rank {}]", j.value("pid", 0L), text(j, "rank", "-"));
+  if (ev == "violation" || ev == "warning") {
+    std::cout << fmt::format("{} {} {} [{}] action={} kernel={} tensor={} param={}: expected {}; observed {}\n", who,
+                             ev, text(j, "rule", "?"), text(j, "severity", "?"), text(j, "action", "?"),
+                             short_name(text(j, "kernel", "?")), text(j, "tensor", "?"), where(j),
+                             text(j, "expected", "?"), text(j, "observed", "?"));
+    if (const std::string hint = text(j, "hint", ""); !hint.empty()) std::cout << "    hint: " << hint << "\n";
+  } else if (ev == "summary") {
+    auto n = [&](const char* key) { return j.value(key, 0ULL); };
+    std::string v;
+    if (const auto it = j.find("violations"); it != j.end() && it->is_object())
+      for (const auto& [rule, count] : it->items())
+        v += fmt::format("{}{} x{}", v.empty() ? "" : ", ", printable(rule), count.is_number() ? count.dump() : "?");
+    std::cout << fmt::format("{} summary: {} launches seen, {} checked, {} tensor maps decoded; violations: {}\n", who,
+                             n("launches_seen"), n("launches_checked"), n("tensor_maps_decoded"),
+                             v.empty() ? "none" : v);
+  } else if (ev != "inspect" && ev != "census") {
+    std::cout << fmt::format("{} {}: {}\n", who, ev, text(j, "message", ""));
+  }
+}
+
+int report(const std::vector<std::string>& files, bool records) {
   using nlohmann::json;
   struct KernelRow {
     std::set<std::string> layouts;
@@ -163,6 +188,7 @@ int report(const std::vector<std::string>& files) {
         const std::string ev = text(j, "event", "");
         const std::string rank = text(j, "rank", "-");
         const std::string host = text(j, "host", "-");
+        if (records) print_record(j, text);
         if (ev == "inspect") {
           const std::string kernel = text(j, "kernel", "?");
           const json& list = j.at("tensor_maps");
@@ -325,12 +351,17 @@ int main(int argc, char** argv) {
   auto* cr = app.add_subcommand("check-rules", "validate rule files as the library does at start");
   cr->add_option("files", rule_files, "TOML rule files");
   cr->add_flag("--builtin", builtin, "print the built-in preset (FA4 SM100 backward)");
+  bool records = false;
   auto* rp = app.add_subcommand("report", "summarize JSON-lines logs (any mode)");
-  rp->add_option("logs", logs, "log files written with TMAGUARD_LOG_FORMAT=json")->required();
+  rp->add_option("logs", logs, "log files written with TMAGUARD_LOG_FORMAT=json");
+  rp->add_flag("--records", records, "also print every record as a line of text, in the order of the logs");
   std::string library;
   auto* vp = app.add_subcommand("version", "this build's version and git revision, and a library's");
   vp->add_option("--library", library, "a libtmaguard.so to identify");
+  bool markdown = false;
   auto* ep = app.add_subcommand("env", "the TMAGUARD_* environment variables: values, defaults, meaning");
+  ep->add_flag("--markdown", markdown, "as the reference table of docs/reference.md");
+  auto* idp = app.add_subcommand("findings", "every finding id: severity and meaning (Markdown)");
   std::string dump, address = "0";
   bool as_json = false;
   auto* fp = app.add_subcommand("find-maps", "list the tensor maps in a dump of device memory");
@@ -341,7 +372,11 @@ int main(int argc, char** argv) {
   if (fp->parsed()) return find_maps(dump, address, as_json);
   if (vp->parsed()) return version(library);
   if (ep->parsed()) {
-    std::cout << tmaguard::flags_markdown_table();
+    std::cout << (markdown ? tmaguard::flags_markdown_table() : tmaguard::flags_text());
+    return 0;
+  }
+  if (idp->parsed()) {
+    std::cout << tmaguard::findings_markdown_table();
     return 0;
   }
   if (cr->parsed()) {
@@ -351,5 +386,12 @@ int main(int argc, char** argv) {
     }
     return check_rules(rule_files, builtin);
   }
-  return report(logs);
+  if (logs.empty()) {
+    std::cerr << "usage: tmaguard report [--records] LOG.jsonl...\n"
+                 "  summarizes logs written with TMAGUARD_LOG_FORMAT=json (any mode, any number of processes and\n"
+                 "  ranks): violations by rule, rank and host; coverage and kernels from inspect mode; who wrote them.\n"
+                 "  --records also prints every record as a line of text.\n";
+    return 2;
+  }
+  return report(logs, records);
 }
