@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install test (run by scripts/test.sh after the build): the install target into a temporary prefix that is then
-# moved elsewhere, and the Debian package unpacked into an empty directory (dpkg-deb -x). Each installed copy must
+# moved elsewhere, and the Debian package unpacked into an empty directory (dpkg-deb -x); the core as a library
+# (component core-dev) into another, with the example in tests/consumer built and run against it. Each installed copy must
 # then work with the source and build trees renamed away: --version names this build, check-rules accepts its own
 # rule files, its demo catches the bad launch, and a job preloaded through its bin/tmaguard is rejected with a log
 # whose summary names the version. Also: every ELF file needs only libc, and the package depends on libc6 only.
@@ -15,12 +16,18 @@ version=$(sed -n 's/#define TMAGUARD_VERSION "\(.*\)"/\1/p' "$build/generated/tm
 revision=$(sed -n 's/#define TMAGUARD_REVISION "\(.*\)"/\1/p' "$build/generated/tmaguard_version.h")
 [ -n "$version" ] && [ -n "$revision" ] || fail "no version header in $build/generated"
 
-# 1. cmake --install into a prefix, then move the prefix (relocatable)
+# 1. cmake --install into a prefix, then move the prefix (relocatable); the core as a library (component core-dev)
+# into another, moved too, and the example that uses it (tests/consumer) copied out of the source tree
 cmake --install "$build" --prefix "$work/staging" >/dev/null
 mv "$work/staging" "$work/moved-prefix"
+cmake --install "$build" --component core-dev --prefix "$work/core-staging" >/dev/null
+mv "$work/core-staging" "$work/core-prefix"
+cp -r "$root/tests/consumer" "$work/consumer"
 # 2. the Debian package, unpacked
-(cd "$build" && cpack -G DEB >/dev/null 2>"$work/cpack.err") || { cat "$work/cpack.err" >&2; fail "cpack -G DEB"; }
-deb="$build/tmaguard_${version}_$(dpkg --print-architecture).deb"
+# (made in the test's own folder: build/ never holds a package, so that no .deb built for this machine's glibc can be
+# taken for the release's, which has the same name)
+(cd "$build" && cpack -G DEB -B "$work/pkg" >/dev/null 2>"$work/cpack.err") || { cat "$work/cpack.err" >&2; fail "cpack -G DEB"; }
+deb="$work/pkg/tmaguard_${version}_$(dpkg --print-architecture).deb"
 [ -f "$deb" ] || fail "no package at $deb"
 dpkg-deb -x "$deb" "$work/deb"
 depends=$(dpkg-deb -f "$deb" Depends)
@@ -121,5 +128,12 @@ for damage in short glibc; do
   ok
 done
 "$work/moved-prefix/bin/tmaguard" check-preload || fail "check-preload refused a library that loads"
+# the core used as any user would: find_package(tmaguard) in a moved prefix, the example builds, links and judges
+cmake -S "$work/consumer" -B "$work/consumer-build" -G Ninja -DCMAKE_PREFIX_PATH="$work/core-prefix" \
+  >"$work/consumer.out" 2>&1 && ninja -C "$work/consumer-build" >>"$work/consumer.out" 2>&1 ||
+  fail "the core's example does not build against the installed core: $(tail -5 "$work/consumer.out")"
+"$work/consumer-build/decode_map" >"$work/consumer.out" 2>&1 ||
+  fail "the core's example: $(tail -3 "$work/consumer.out")"
+ok
 ok
 echo "test-install: $passed checks passed (install target moved to another prefix, .deb unpacked; source and build trees renamed away)"
