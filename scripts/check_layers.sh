@@ -8,7 +8,7 @@
 #    below it (the file's order; no cycle)                                                   [a structure that erodes]
 #  - every driver wrapper enters through TG_ENTER (intercept.h): no wrapper returns CUDA_ERROR_NOT_INITIALIZED or
 #    opens a HookScope of its own                                                           [preambles that drift apart]
-#  - the README's list of wrapped entry points names every TG_ENTRY row (_ptsz and _v2 under their base name)
+#  - docs/how-it-works.md's list of wrapped entry points names every TG_ENTRY row (_ptsz and _v2 under their base name)
 #                                                                                            [docs that drift from the code]
 # (The export list and the stand-in's cuGetProcAddress table are generated from the rows; check_exports.sh reads the
 # library's exports against them.)
@@ -69,8 +69,9 @@ else bad "a wrapper has a preamble of its own:"; echo "$own" | sed 's/^/    /'
 
 wrapped=$(grep -oE '^TG_ENTRY\([A-Za-z0-9_]+' "$root/shim/driver/entry_points.def" | sed -E 's/^TG_ENTRY\(//; s/_(ptsz|v2)$//' |
           sort -u)
-readme=$(sed -n '/^## How it works/,/^## /p' "$root/README.md")
+readme=$(sed -n '/^## The path of a launch/,/^## /p' "$root/docs/how-it-works.md")
 unlisted=$(for n in $wrapped; do echo "$readme" | grep -q "\`$n\`" || echo "$n"; done)
-if [ -z "$unlisted" ]; then pass "the README's How it works names all $(echo "$wrapped" | wc -l) wrapped entry points"
-else bad "the README's How it works does not name: $(echo $unlisted)"; echo "    fix: list them where it says Wrapped:"; fi
+if [ -z "$unlisted" ]; then pass "docs/how-it-works.md names all $(echo "$wrapped" | wc -l) wrapped entry points"
+else bad "docs/how-it-works.md (The path of a launch) does not name: $(echo $unlisted)"
+     echo "    fix: list them where it says Wrapped:"; fi
 exit $fail

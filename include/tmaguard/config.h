@@ -17,8 +17,7 @@ struct Config {
   Mode mode = Mode::kAbort;
   LogFormat format = LogFormat::kText;
   std::string log_path;  // empty: stderr; "%p" expands to the pid
-  // TMAGUARD_LIBCUDA is validated here but read by the shim's driver layer itself (shim/driver.cpp): it is needed
-  // before any configuration exists (the first dlsym or cuGetProcAddress of a process).
+  std::string libcuda;   // TMAGUARD_LIBCUDA; empty: the job's libcuda.so.1
   std::string rank;        // the process's global rank from its launcher (rank_variables(): the first one set)
   std::string local_rank;  // its rank on this node, likewise
   std::string rank_from;   // which variable gave `rank` (or `local_rank` when only that is set)
@@ -37,16 +36,18 @@ struct ConfigResult {
   std::vector<std::string> notices;  // one line each: said once, the job goes on
 };
 
-//! The TMAGUARD_* variables (flags.inc): name, values, default, one line of help.
+//! The TMAGUARD_* variables (flags.inc): name, the values its type takes, default, one line of help.
 struct FlagInfo {
   const char* name;
-  const char* values;
+  std::string values;
   const char* fallback;
   const char* help;
 };
 const std::vector<FlagInfo>& flags();
-//! The README's table of the variables (what `tmaguard-tool env` prints).
+//! The reference table of the variables (docs/reference.md), in Markdown.
 std::string flags_markdown_table();
+//! The same, as plain text for a terminal (`tmaguard --help`).
+std::string flags_text();
 
 //! Where a process's rank comes from, in order of precedence (the first one set wins): the launcher-specific
 //! variables before Slurm's, because torchrun and mpirun under srun set both and theirs is the job's rank.

@@ -3,6 +3,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"
@@ -11,6 +13,26 @@ namespace tmaguard {
 
 enum class Severity { kWarning, kError };
 inline const char* to_string(Severity s) { return s == Severity::kError ? "error" : "warning"; }
+
+//! Every finding id tmaguard and its built-in rules report (findings.inc), by the name its code uses.
+enum class FindingId {
+#define TG_FINDING(name, id, severity, meaning) name,
+#include "tmaguard/findings.inc"
+#undef TG_FINDING
+};
+//! One row of findings.inc.
+struct FindingKind {
+  FindingId which;
+  const char* id;        // "fa4-dk-not-k-major"; "<rule id>-map-missing" for the ids every rule has
+  const char* severity;  // "error", "warning", or when it depends, where it is which
+  const char* meaning;   // one line
+};
+//! Every row of findings.inc, in its order.
+const std::vector<FindingKind>& finding_kinds();
+//! The id a finding kind is reported under; for the ids every rule has ("<rule id>-map-missing"), `rule`'s.
+std::string finding_id(FindingId which, std::string_view rule = {});
+//! The reference list of finding ids (docs/reference.md, `tmaguard-tool findings`), in Markdown.
+std::string findings_markdown_table();
 
 //! What happens to a launch (or a graph node about to be added or updated) once it was checked. kNoMemory: it could
 //! not be checked for lack of host memory, and abort and reject mode do not run what they could not check (the
@@ -51,6 +73,10 @@ inline Finding make_finding(std::string rule, Severity severity, std::string_vie
     if (map->decoded.ok()) f.tensor_map = map->decoded.view;
   }
   return f;
+}
+inline Finding make_finding(FindingId which, Severity severity, std::string_view kernel, std::string tensor,
+                            const TensorMapParam* map) {
+  return make_finding(finding_id(which), severity, kernel, std::move(tensor), map);
 }
 
 }  // namespace tmaguard

@@ -126,17 +126,20 @@ bool unjudged_template(const M& m) {
 //! and sizes, 8-byte aligned and rewritten on every launch, that must not cost a look per place per launch).
 struct StructSearch {
   std::vector<MapPlace> maps;   // in parameter order and, inside a parameter, offset order
-  std::vector<MapPlace> watch;  // at most kMaxWatched, in the same order
+  std::vector<MapPlace> watch;  // at most watch_limit, in the same order
   bool incomplete = false;      // some places were not readable
-  bool watch_truncated = false; // more empty places than kMaxWatched
+  bool watch_truncated = false; // more empty places than watch_limit
+  std::size_t watch_limit = 0;  // how many places one kernel's search watches at most
 };
-inline constexpr std::size_t kMaxWatched = 256;
 //! The alignment of every structure that can hold a CUtensorMap member (alignas(64) in CUDA 12, 128 in CUDA 13).
 inline constexpr std::size_t kMapStructAlignment = 64;
 //! The byte offset of word 13 (boxDim[0] - 1 in its top byte): never 0 in a tensor map, whose inner box spans at
 //! least 16 bytes.
 inline constexpr std::size_t kWord13Offset = 52;
-StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args);
+//! `watched_before`: the places an earlier search of the kernel watched; one that holds other data now stays watched
+//! (a map may still appear there) unless a map found now overlaps it.
+StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args,
+                            const std::vector<MapPlace>& watched_before = {});
 
 //! True when a watched place still cannot hold a map (its word 13 is 0), for this launch's bytes; false when it now
 //! could, or when its bytes are not available.
@@ -160,15 +163,13 @@ inline bool watched_place_may_hold_map(const uint8_t* b) {
 
 // ---- tensor maps in device memory (read back after the kernel: the shim's device_audit)
 
-//! How many bytes past a pointer are read back by default, and at most (TMAGUARD_DEVICE_READ_BYTES).
-inline constexpr std::size_t kDeviceReadDefaultBytes = 4096;
+//! The most bytes past a pointer the device audit reads (TMAGUARD_DEVICE_READ_BYTES' bound; a rule cannot name a
+//! device place further than this).
 inline constexpr std::size_t kDeviceReadMaxBytes = 65536;
-//! How many places of one launch's parameters are asked whether they hold a device address, at most.
-inline constexpr std::size_t kMaxPointerPlaces = 64;
 
 //! Places in a launch's parameters that may hold a device address: every 8-byte parameter (offset 0), then the
 //! 8-byte-aligned words of parameters over 128 bytes (a CUTLASS Params struct's workspace pointer), in order, at most
-//! kMaxPointerPlaces in all (Space::kParam places: where the pointer sits).
+//! 64 places in all (Space::kParam places: where the pointer sits).
 std::vector<MapPlace> pointer_places(const ParamLayout& layout);
 
 //! The tensor maps in `n` bytes read from device address `address` (bytes[0] is at `address`): every 128-byte window

@@ -67,6 +67,14 @@ std::vector<int> rules_on(const RuleSet& rules, const std::vector<int>& which, b
 void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
                     const std::vector<TensorMapParam>& maps, std::vector<Finding>& out,
                     std::vector<NotCheckable>* not_checkable = nullptr);
+//! Every finding id the rules can report, with its severity (expect_map_count rules, signature warnings, checks), in
+//! rule order, each once. Besides these, any rule can report its `<id>-map-missing` and `<id>-map-undecodable`
+//! warnings (findings.inc).
+struct ReportedId {
+  std::string id;
+  Severity severity;
+};
+std::vector<ReportedId> reported_ids(const RuleSet& rules);
 //! The names of every check kind of the rule language, in the order the README's table lists them.
 std::vector<std::string> check_kind_names();
 std::size_t rule_count(const RuleSet& rules);

@@ -22,22 +22,6 @@ const char* to_string(Mode m) {
 
 namespace {
 
-enum class FlagId {
-#define TG_FLAG(name, values, fallback, help) name,
-#include "tmaguard/flags.inc"
-#undef TG_FLAG
-};
-
-struct FlagRow {
-  FlagId id;
-  FlagInfo info;
-};
-const FlagRow kFlags[] = {
-#define TG_FLAG(name, values, fallback, help) {FlagId::name, {#name, values, fallback, help}},
-#include "tmaguard/flags.inc"
-#undef TG_FLAG
-};
-
 std::string_view trim(std::string_view v) {
   const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
   while (!v.empty() && space(v.front())) v.remove_prefix(1);
@@ -52,34 +36,8 @@ std::string lower(std::string_view v) {
   return s;
 }
 
-// The choice a value names ("" when none): a choice itself, or a spelling of on/off.
-std::string choice_of(const FlagInfo& f, std::string_view value) {
-  std::string v = lower(trim(value));
-  if (std::string_view(f.values) == "on|off") {
-    if (v == "true" || v == "yes" || v == "1") v = "on";
-    if (v == "false" || v == "no" || v == "0") v = "off";
-  }
-  const bool number = !v.empty() && v.size() <= 18 && std::all_of(v.begin(), v.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
-  std::string_view choices = f.values;
-  while (!choices.empty()) {
-    const std::size_t bar = std::min(choices.find('|'), choices.size());
-    if (choices.substr(0, bar) == v || (choices.substr(0, bar) == "N" && number)) return v;
-    choices.remove_prefix(std::min(bar + 1, choices.size()));
-  }
-  return "";
-}
-
-bool is_choice(const FlagInfo& f) { return std::string_view(f.values).find('|') != std::string_view::npos; }
-// A variable that names a file (the log, rule files, the driver): ignored in a secure-execution process.
-bool names_file(const FlagInfo& f) {
-  const std::string_view v = f.values;
-  return !is_choice(f) && (v.find("PATH") != std::string_view::npos || v.find("FILE") != std::string_view::npos);
-}
-
 // A decimal number in [lo, hi], or nullopt.
-std::optional<uint64_t> number_in(const std::string& v, uint64_t lo, uint64_t hi) {
+std::optional<uint64_t> number_in(std::string_view v, uint64_t lo, uint64_t hi) {
   const std::string_view t = trim(v);
   if (t.empty() || t.size() > 18 || !std::all_of(t.begin(), t.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
     return std::nullopt;
@@ -88,47 +46,120 @@ std::optional<uint64_t> number_in(const std::string& v, uint64_t lo, uint64_t hi
   return n;
 }
 
-// One variable's value (choices already matched and lower-cased; free values as given, but never empty). Returns
-// what is wrong with a value a choice list cannot judge (a number out of range), or "".
-std::string apply(FlagId id, const std::string& v, Config& c) {
-  switch (id) {
-    case FlagId::TMAGUARD_DEVICE_AUDIT:
-      c.device_audit = v == "off" ? 0 : v == "all" ? kAuditEveryLaunch : std::stoull(v);
-      break;
-    case FlagId::TMAGUARD_DEVICE_READ_BYTES:
-      if (const auto n = number_in(v, 64, kDeviceReadMaxBytes); n && *n % 64 == 0)
-        c.device_read_bytes = *n;
-      else
-        return fmt::format("TMAGUARD_DEVICE_READ_BYTES='{}' is not a multiple of 64 from 64 to {}", v,
-                           kDeviceReadMaxBytes);
-      break;
-    case FlagId::TMAGUARD_MODE:
-      c.mode = v == "reject" ? Mode::kReject
-               : v == "log" ? Mode::kLog
-               : v == "inspect" ? Mode::kInspect
-               : v == "off" ? Mode::kOff
-                            : Mode::kAbort;
-      break;
-    case FlagId::TMAGUARD_LOG: c.log_path = v; break;
-    case FlagId::TMAGUARD_LOG_FORMAT: c.format = v == "json" ? LogFormat::kJson : LogFormat::kText; break;
-    case FlagId::TMAGUARD_RULES: {
-      std::size_t start = 0;
-      while (start <= v.size()) {
-        const std::size_t end = std::min(v.find(':', start), v.size());
-        if (end == start || trim(std::string_view(v).substr(start, end - start)).empty())
-          return fmt::format("TMAGUARD_RULES='{}' has an empty file name (files are separated by ':'; a file name "
-                             "cannot hold one)",
-                             v);
-        c.rules_files.push_back(v.substr(start, end - start));
-        start = end + 1;
-      }
-      break;
+// ---- the flag types of flags.inc. Each knows the values it takes (values(), for help and the reference table),
+// whether it names a file (ignored in a secure-execution process), and how to read a value into its Config member:
+// read() returns "" when it took the value, else what is wrong with it ("is not one of ...").
+
+template <typename T>
+struct Choice {
+  const char* name;
+  T value;
+};
+// A value among `choices` (any case, surrounding spaces ignored); `spellings` are other words for some of them, taken
+// but not listed.
+template <typename T, std::size_t N>
+std::string read_choice(const Choice<T> (&choices)[N], std::string_view raw, T& out,
+                        const Choice<T>* spellings = nullptr, std::size_t n_spellings = 0) {
+  const std::string v = lower(trim(raw));
+  for (const Choice<T>& c : choices)
+    if (v == c.name) return out = c.value, "";
+  for (std::size_t i = 0; i < n_spellings; ++i)
+    if (v == spellings[i].name) return out = spellings[i].value, "";
+  std::string names;
+  for (const Choice<T>& c : choices) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  return "is not one of " + names;
+}
+template <typename T, std::size_t N>
+std::string choice_values(const Choice<T> (&choices)[N]) {
+  std::string s;
+  for (const Choice<T>& c : choices) s += (s.empty() ? "" : "|") + std::string(c.name);
+  return s;
+}
+
+struct ModeFlag {
+  static constexpr Choice<Mode> kChoices[] = {{"abort", Mode::kAbort},
+                                              {"reject", Mode::kReject},
+                                              {"log", Mode::kLog},
+                                              {"inspect", Mode::kInspect},
+                                              {"off", Mode::kOff}};
+  static constexpr bool kNamesFile = false;
+  static std::string values() { return choice_values(kChoices); }
+  static std::string read(std::string_view v, Mode& out) { return read_choice(kChoices, v, out); }
+};
+struct FormatFlag {
+  static constexpr Choice<LogFormat> kChoices[] = {{"text", LogFormat::kText}, {"json", LogFormat::kJson}};
+  static constexpr bool kNamesFile = false;
+  static std::string values() { return choice_values(kChoices); }
+  static std::string read(std::string_view v, LogFormat& out) { return read_choice(kChoices, v, out); }
+};
+struct OnRulesErrorFlag {  // continue_on_rules_error
+  static constexpr Choice<bool> kChoices[] = {{"stop", false}, {"continue", true}};
+  static constexpr bool kNamesFile = false;
+  static std::string values() { return choice_values(kChoices); }
+  static std::string read(std::string_view v, bool& out) { return read_choice(kChoices, v, out); }
+};
+struct SwitchFlag {
+  static constexpr Choice<bool> kChoices[] = {{"on", true}, {"off", false}};
+  static constexpr Choice<bool> kSpellings[] = {{"true", true}, {"yes", true}, {"1", true},
+                                                {"false", false}, {"no", false}, {"0", false}};
+  static constexpr bool kNamesFile = false;
+  static std::string values() { return choice_values(kChoices); }
+  static std::string read(std::string_view v, bool& out) { return read_choice(kChoices, v, out, kSpellings, 6); }
+};
+struct PathFlag {
+  static constexpr bool kNamesFile = true;
+  static std::string values() { return "PATH"; }
+  static std::string read(std::string_view v, std::string& out) { return out = std::string(v), ""; }
+};
+struct PathListFlag {
+  static constexpr bool kNamesFile = true;
+  static std::string values() { return "FILE[:FILE...]"; }
+  static std::string read(std::string_view v, std::vector<std::string>& out) {
+    for (std::size_t start = 0; start <= v.size();) {
+      const std::size_t end = std::min(v.find(':', start), v.size());
+      if (trim(v.substr(start, end - start)).empty())
+        return "has an empty file name (files are separated by ':'; a file name cannot hold one)";
+      out.emplace_back(v.substr(start, end - start));
+      start = end + 1;
     }
-    case FlagId::TMAGUARD_BUILTIN_RULES: c.builtin_rules = v == "on"; break;
-    case FlagId::TMAGUARD_RULES_ON_ERROR: c.continue_on_rules_error = v == "continue"; break;
-    case FlagId::TMAGUARD_LIBCUDA: break;  // read by the driver layer itself (config.h); validated here
+    return "";
   }
-  return "";
+};
+struct AuditFlag {  // launches of each kernel audited
+  static constexpr bool kNamesFile = false;
+  static std::string values() { return "N|all|off"; }
+  static std::string read(std::string_view raw, uint64_t& out) {
+    const std::string v = lower(trim(raw));
+    if (v == "off") return out = 0, "";
+    if (v == "all") return out = kAuditEveryLaunch, "";
+    if (const auto n = number_in(v, 0, 999999999999999999ULL)) return out = *n, "";
+    return "is not one of a number, all, off";
+  }
+};
+struct ReadBytesFlag {
+  static constexpr bool kNamesFile = false;
+  static std::string values() { return "BYTES"; }
+  static std::string read(std::string_view v, uint64_t& out) {
+    if (const auto n = number_in(v, 64, kDeviceReadMaxBytes); n && *n % 64 == 0) return out = *n, "";
+    return fmt::format("is not a multiple of 64 from 64 to {}", kDeviceReadMaxBytes);
+  }
+};
+
+// One row of flags.inc, typed: its type reads a value straight into its member.
+struct FlagRow {
+  FlagInfo info;
+  bool names_file;
+  std::string (*read)(std::string_view value, Config& into);
+};
+const std::vector<FlagRow>& rows() {
+  static const std::vector<FlagRow> v = {
+#define TG_FLAG(name, member, type, fallback, help)                                                  \
+  {{#name, type::values(), fallback, help}, type::kNamesFile,                                         \
+   [](std::string_view value, Config& c) { return type::read(value, c.member); }},
+#include "tmaguard/flags.inc"
+#undef TG_FLAG
+  };
+  return v;
 }
 
 }  // namespace
@@ -147,7 +178,7 @@ const std::vector<RankVariable>& rank_variables() {
 const std::vector<FlagInfo>& flags() {
   static const std::vector<FlagInfo> v = [] {
     std::vector<FlagInfo> out;
-    for (const FlagRow& r : kFlags) out.push_back(r.info);
+    for (const FlagRow& r : rows()) out.push_back(r.info);
     return out;
   }();
   return v;
@@ -155,11 +186,18 @@ const std::vector<FlagInfo>& flags() {
 
 std::string flags_markdown_table() {
   std::string s = "| variable | values (default) | meaning |\n| --- | --- | --- |\n";
-  for (const FlagRow& r : kFlags) {
+  for (const FlagRow& r : rows()) {
     std::string values;  // a pipe inside a table cell must be escaped, even in code
-    for (const char* c = r.info.values; *c; ++c) values += *c == '|' ? std::string("\\|") : std::string(1, *c);
+    for (char c : r.info.values) values += c == '|' ? std::string("\\|") : std::string(1, c);
     s += fmt::format("| `{}` | `{}` ({}) | {} |\n", r.info.name, values, r.info.fallback, r.info.help);
   }
+  return s;
+}
+
+std::string flags_text() {
+  std::string s;
+  for (const FlagRow& r : rows())
+    s += fmt::format("  {}={}  (default: {})\n      {}\n", r.info.name, r.info.values, r.info.fallback, r.info.help);
   return s;
 }
 
@@ -195,7 +233,7 @@ std::vector<std::string> misspelled_variables(const std::vector<std::string>& na
     const FlagRow* closest = nullptr;
     std::size_t best = 3;  // two edits at most: TMAGUARD_RULE, TMAGUARD_LOGFORMAT, TMAGUARD_MODES
     bool known = false;
-    for (const FlagRow& row : kFlags) {
+    for (const FlagRow& row : rows()) {
       if (n == row.info.name) known = true;
       const std::size_t d = edit_distance(n, row.info.name);
       if (d < best) best = d, closest = &row;
@@ -212,30 +250,15 @@ ConfigResult parse_config(const EnvLookup& env, bool secure_execution, const std
   if (names)
     for (std::string& m : misspelled_variables(*names)) r.notices.push_back(std::move(m));
   std::vector<std::string> ignored;
-  for (const FlagRow& row : kFlags) {
+  for (const FlagRow& row : rows()) {
     const char* raw = env(row.info.name);
     if (!raw || trim(raw).empty()) continue;  // unset or empty: the default
-    if (!is_choice(row.info)) {
-      if (secure_execution && names_file(row.info)) {  // named by a less privileged user: never opened or written
-        ignored.push_back(row.info.name);
-        continue;
-      }
-      if (std::string why = apply(row.id, raw, r.config); !why.empty()) r.errors.push_back(std::move(why));
+    if (secure_execution && row.names_file) {  // named by a less privileged user: never opened or written
+      ignored.push_back(row.info.name);
       continue;
     }
-    const std::string v = choice_of(row.info, raw);
-    if (v.empty()) {
-      std::string choices;
-      for (std::string_view rest = row.info.values; !rest.empty();) {
-        const std::size_t bar = std::min(rest.find('|'), rest.size());
-        const std::string_view one = rest.substr(0, bar);
-        choices += (choices.empty() ? "" : ", ") + std::string(one == "N" ? std::string_view("a number") : one);
-        rest.remove_prefix(std::min(bar + 1, rest.size()));
-      }
-      r.errors.push_back(fmt::format("{}='{}' is not one of {}", row.info.name, raw, choices));
-      continue;
-    }
-    if (std::string why = apply(row.id, v, r.config); !why.empty()) r.errors.push_back(std::move(why));
+    if (const std::string why = row.read(raw, r.config); !why.empty())
+      r.errors.push_back(fmt::format("{}='{}' {}", row.info.name, raw, why));
   }
   if (!ignored.empty()) {
     std::string names;

@@ -104,8 +104,17 @@ DecodeResult read_map(const uint8_t b[kTensorMapBytes], MapEvidence where) {
 
 bool template_map(const TensorMapView& v) { return template_args(v.encode_args()); }
 
-StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args) {
+namespace {
+// Empty places watched per kernel at most (each costs a look at its word 13 on every launch): more is said once.
+constexpr std::size_t kMaxWatched = 256;
+// Places of one launch's parameters asked whether they hold a device address, at most (each is a pointer query).
+constexpr std::size_t kMaxPointerPlaces = 64;
+}  // namespace
+
+StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args,
+                            const std::vector<MapPlace>& watched_before) {
   StructSearch out;
+  out.watch_limit = kMaxWatched;
   for (std::size_t p = 0; p < layout.sizes.size(); ++p) {
     if (layout.sizes[p] <= kTensorMapBytes) continue;
     std::vector<MapPlace> empty;  // this parameter's empty places
@@ -132,6 +141,13 @@ StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args) {
       else
         out.watch_truncated = true;
     }
+  }
+  // A place watched before that holds other data now stays watched (a map may still appear there), unless a map
+  // found now overlaps it.
+  for (const MapPlace& w : watched_before) {
+    const bool overlaps = std::any_of(out.maps.begin(), out.maps.end(), [&](const MapPlace& m) { return m.overlaps(w); });
+    if (!overlaps && out.watch.size() < kMaxWatched && std::find(out.watch.begin(), out.watch.end(), w) == out.watch.end())
+      out.watch.push_back(w);
   }
   return out;
 }

@@ -10,6 +10,29 @@
 #include <nlohmann/json.hpp>
 
 namespace tmaguard {
+
+const std::vector<FindingKind>& finding_kinds() {
+  static const std::vector<FindingKind> v = {
+#define TG_FINDING(name, id, severity, meaning) {FindingId::name, id, severity, meaning},
+#include "tmaguard/findings.inc"
+#undef TG_FINDING
+  };
+  return v;
+}
+
+std::string finding_id(FindingId which, std::string_view rule) {
+  const std::string id = finding_kinds()[static_cast<std::size_t>(which)].id;
+  constexpr std::string_view kRulePrefix = "<rule id>";
+  if (id.compare(0, kRulePrefix.size(), kRulePrefix) == 0) return std::string(rule) + id.substr(kRulePrefix.size());
+  return id;
+}
+
+std::string findings_markdown_table() {
+  std::string s = "| id | severity | meaning |\n| --- | --- | --- |\n";
+  for (const FindingKind& k : finding_kinds()) s += fmt::format("| `{}` | {} | {} |\n", k.id, k.severity, k.meaning);
+  return s;
+}
+
 namespace {
 
 using nlohmann::json;

@@ -102,7 +102,7 @@ void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<Ten
       // An order past the launch's maps: the rule never applies to this kernel's launches. Said (once per rule and
       // kernel: the reporter's dedupe), never silent.
       const auto counted = std::count_if(maps.begin(), maps.end(), [](const TensorMapParam& x) { return !x.named_only; });
-      Finding f = finding(r.id + "-map-missing", Severity::kWarning, m.name, nullptr, "");
+      Finding f = finding(finding_id(FindingId::kRuleMapMissing, r.id), Severity::kWarning, m.name, nullptr, "");
       f.expected = fmt::format("map '{}' = {} among the launch's tensor maps", m.name, m.order);
       f.observed = fmt::format("the launch has {} tensor map(s)", counted);
       f.hint = "the rule was not applied to this kernel: fix its map order (tmaguard inspect shows a launch's maps), "
@@ -114,7 +114,7 @@ void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<Ten
     // A place named by parameter that holds no map on this launch: said (once per rule, kernel and place, by the
     // reporter's dedupe), and the rule does not apply.
     if (m.place && !p->decoded.ok() && !unjudged_template(*p)) {
-      Finding f = finding(r.id + "-map-undecodable", Severity::kWarning, m.name, p, "");
+      Finding f = finding(finding_id(FindingId::kRuleMapUndecodable, r.id), Severity::kWarning, m.name, p, "");
       f.expected = fmt::format("'{}' (param {}) is a tensor map", m.name, to_string(*m.place));
       f.observed = p->decoded.not_a_map;
       f.hint = "the place this rule names holds no tensor map on this launch; the rule was not applied";
@@ -157,7 +157,7 @@ void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<Ten
       if (failed.count(c.a)) break;
       if (e.undecodable) {
         const std::string& name = e.undecodable == named.at(c.a) ? c.a : e.b;
-        Finding f = finding(r.id + "-map-undecodable", Severity::kWarning, name, e.undecodable, "");
+        Finding f = finding(finding_id(FindingId::kRuleMapUndecodable, r.id), Severity::kWarning, name, e.undecodable, "");
         f.expected = fmt::format("'{}' is a tensor map", name);
         f.observed = e.undecodable->decoded.not_a_map;
         f.hint = "the kernel's parameters do not match what this rule expects";
@@ -176,6 +176,21 @@ void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<Ten
 }
 
 }  // namespace
+
+std::vector<ReportedId> reported_ids(const RuleSet& rules) {
+  std::vector<ReportedId> out;
+  auto add = [&](const std::string& id, Severity s) {
+    if (std::none_of(out.begin(), out.end(), [&](const ReportedId& x) { return x.id == id && x.severity == s; }))
+      out.push_back({id, s});
+  };
+  for (const Rule& r : rules.rules) {
+    if (!r.expect_map_count.empty()) add(r.id, r.severity);
+    if (!r.require.empty()) add(r.signature_id, Severity::kWarning);
+    if (!r.not_checkable.empty()) continue;
+    for (const Check& c : r.checks) add(c.id.empty() ? r.id : c.id, c.severity.value_or(r.severity));
+  }
+  return out;
+}
 
 std::vector<NamedPlace> named_places(const RuleSet& rules, const std::vector<int>& which) {
   std::vector<NamedPlace> out;

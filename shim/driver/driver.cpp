@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/settings.h"
 #include "base/stderr_io.h"
 
 namespace tmaguard {
@@ -53,14 +54,11 @@ std::atomic<void*> g_real_dlsym{nullptr};
 
 std::atomic<bool> g_second_copy_said{false};
 
-// TMAGUARD_LIBCUDA, read here only: empty (or blank) means unset, as for every TMAGUARD_* variable, and a
-// secure-execution process never loads a library a less privileged user named (secure_getenv returns NULL there).
+// TMAGUARD_LIBCUDA from the settings (base/settings.h): unset when empty or blank, as for every TMAGUARD_* variable,
+// and in a secure-execution process (a less privileged user named it).
 const char* libcuda_override() {
-  const char* p = secure_getenv("TMAGUARD_LIBCUDA");
-  if (!p) return nullptr;
-  const char* q = p;
-  while (*q == ' ' || *q == '\t') ++q;
-  return *q ? p : nullptr;
+  const std::string& p = settings().config.libcuda;
+  return p.empty() ? nullptr : p.c_str();
 }
 
 // The file an object was loaded from, for messages.

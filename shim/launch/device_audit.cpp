@@ -124,7 +124,7 @@ void examine(const Slot& s) {
     const std::optional<ByteRange> span = template_map(v) ? std::nullopt : map_range(v.encode_args());
     const uint64_t end = span ? mapped_through(r, span->end, s.epoch).end : 0;
     if (span && span->end > end) {
-      Finding f = make_finding("tmap-beyond-allocation", Severity::kError, k.name, "param " + to_string(m.place), &m);
+      Finding f = make_finding(FindingId::kTmapBeyondAllocation, Severity::kError, k.name, "param " + to_string(m.place), &m);
       f.expected = fmt::format("the tensor the map describes ({} bytes from 0x{:x}) inside its allocation "
                                "[0x{:x}, 0x{:x})",
                                span->end - span->first, span->first, r.start, end);

@@ -137,22 +137,13 @@ void find_maps(KernelInfo* k, const LaunchArgs* args, const std::vector<MapPlace
     if (sizes[i] == kTensorMapBytes) k->maps.push_back({static_cast<uint32_t>(i), 0});
   if (std::any_of(sizes.begin(), sizes.end(), [](std::size_t s) { return s > kTensorMapBytes; })) {
     if (args) {
-      const StructSearch found = search_structs(k->layout, *args);
+      const StructSearch found = search_structs(k->layout, *args, watched_before);
       k->maps.insert(k->maps.end(), found.maps.begin(), found.maps.end());
       k->watch = found.watch;
-      // A place watched before that holds other data now stays watched (a map may still appear there), unless a
-      // map found now overlaps it.
-      for (const MapPlace& w : watched_before) {
-        const bool overlaps =
-            std::any_of(found.maps.begin(), found.maps.end(), [&](const MapPlace& m) { return m.overlaps(w); });
-        if (!overlaps && k->watch.size() < kMaxWatched &&
-            std::find(k->watch.begin(), k->watch.end(), w) == k->watch.end())
-          k->watch.push_back(w);
-      }
       k->search_pending = found.incomplete;
       if (found.watch_truncated)
         report_notice("watch-truncated|" + k->name, "warning",
-                      "kernel " + k->name + " has more than " + std::to_string(kMaxWatched) +
+                      "kernel " + k->name + " has more than " + std::to_string(found.watch_limit) +
                           " empty 64-byte places in its parameters; maps that appear beyond those are not searched for");
     } else {
       k->search_pending = true;

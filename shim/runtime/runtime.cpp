@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include "base/counters.h"
 #include "driver/driver.h"
 #include "report/reporter.h"
+#include "base/settings.h"
 #include "base/stderr_io.h"
 #include "tmaguard/rules.h"
 #include "tmaguard_version.h"
@@ -62,14 +62,7 @@ std::shared_ptr<const RuleSet> load_rules(const Config& cfg) {
 
 // Everything is built before anything is published: a failure on any path leaves no global state behind.
 bool init() {
-  // In a secure-execution process (setuid, setgid, capabilities) the environment belongs to a less privileged
-  // user: a log path or a rules file named there is not followed (parse_config says so).
-  const bool secure = getauxval(AT_SECURE) != 0;
-  std::vector<std::string> names;  // every variable's name, for the misspellings parse_config says
-  for (char** e = environ; e && *e; ++e)
-    if (const char* eq = std::strchr(*e, '='); eq && std::strncmp(*e, "TMAGUARD_", 9) == 0)
-      names.emplace_back(static_cast<const char*>(*e), eq);
-  const ConfigResult parsed = parse_config([](const char* n) { return std::getenv(n); }, secure, &names);
+  const ConfigResult& parsed = settings();
   const Config& cfg = parsed.config;
   if (cfg.mode == Mode::kOff) return false;  // switched off on purpose: nothing else is read
   for (const std::string& e : parsed.errors)

@@ -1,6 +1,7 @@
 // Configuration parsing and the report schema (text and JSON lines).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "tmaguard/config.h"
 #include "tmaguard/report.h"
+#include "tmaguard/rules.h"
 
 using namespace tmaguard;
 
@@ -96,14 +98,55 @@ TEST(Config, UnambiguousSpellingsAreAccepted) {
     EXPECT_FALSE(parse({{"TMAGUARD_BUILTIN_RULES", off}}).config.builtin_rules) << off;
 }
 
-// The README's table of variables is the one the declarations generate.
-TEST(Config, ReadmeTableIsTheDeclaredOne) {
-  std::ifstream in(std::string(TG_SOURCE_DIR) + "/README.md");
-  const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(readme.find(flags_markdown_table()), std::string::npos)
-      << "README.md must carry this table (tmaguard-tool env prints it):\n"
+namespace {
+std::string source_file(const char* path) {
+  std::ifstream in(std::string(TG_SOURCE_DIR) + "/" + path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+}  // namespace
+
+// The reference's table of variables is the one the typed declarations generate.
+TEST(Config, ReferenceTableIsTheDeclaredOne) {
+  EXPECT_NE(source_file("docs/reference.md").find(flags_markdown_table()), std::string::npos)
+      << "docs/reference.md must carry this table (tmaguard-tool env --markdown prints it):\n"
       << flags_markdown_table();
   EXPECT_EQ(flags().size(), 9u);
+  EXPECT_EQ(flags()[0].values, "abort|reject|log|inspect|off");  // a choice flag's values come from its choices
+}
+
+// A bad --mode or TMAGUARD_MODE names every mode, from the same table.
+TEST(Config, EveryModeIsNamedInTheError) {
+  const ConfigResult r = parse({{"TMAGUARD_MODE", "strict"}});
+  ASSERT_EQ(r.errors.size(), 1u);
+  for (const char* m : {"abort", "reject", "log", "inspect", "off"}) EXPECT_NE(r.errors[0].find(m), std::string::npos);
+}
+
+// One table of finding ids (findings.inc): what the built-in rules can report is in it, with the severity they report
+// it at, and nothing in it is stale; the reference list is generated from it.
+TEST(Findings, EveryIdTheBuiltInRulesReportIsARowWithItsSeverity) {
+  const RulesResult builtin = parse_rules(builtin_rules_text(), "built-in");
+  ASSERT_TRUE(builtin.errors.empty());
+  const std::vector<ReportedId> reported = reported_ids(*builtin.rules);
+  ASSERT_GT(reported.size(), 20u);
+  for (const ReportedId& r : reported) {
+    const auto row = std::find_if(finding_kinds().begin(), finding_kinds().end(),
+                                  [&](const FindingKind& k) { return r.id == k.id; });
+    ASSERT_NE(row, finding_kinds().end()) << r.id << " is reported by the built-in rules but not in findings.inc";
+    EXPECT_EQ(std::string(row->severity).rfind(to_string(r.severity), 0), 0u) << r.id;
+  }
+  for (const FindingKind& k : finding_kinds()) {
+    if (std::string(k.id).rfind("fa4-", 0) != 0) continue;
+    EXPECT_TRUE(std::any_of(reported.begin(), reported.end(), [&](const ReportedId& r) { return r.id == k.id; }))
+        << k.id << " is in findings.inc but no built-in rule reports it";
+  }
+  EXPECT_EQ(finding_id(FindingId::kRuleMapMissing, "my-rule"), "my-rule-map-missing");
+  EXPECT_EQ(finding_id(FindingId::kTmapNullAddress), "tmap-null-address");
+}
+
+TEST(Findings, ReferenceListIsTheTable) {
+  EXPECT_NE(source_file("docs/reference.md").find(findings_markdown_table()), std::string::npos)
+      << "docs/reference.md must carry this list (tmaguard-tool findings prints it):\n"
+      << findings_markdown_table();
 }
 
 TEST(Config, LogPathExpansion) {
