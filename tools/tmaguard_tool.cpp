@@ -110,6 +110,26 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+// Where a finding's launch came from, as one string: the innermost Python frame ("file:line function"), else the
+// innermost native frame ("symbol (module)" or "module+offset"); "" when the record carries no call site.
+template <typename Text>
+std::string call_site(const nlohmann::json& j, const Text& text) {
+  if (const auto py = j.find("python_stack"); py != j.end() && py->is_array() && !py->empty() && (*py)[0].is_object()) {
+    const auto& f = (*py)[0];
+    const auto line = f.find("line");
+    return fmt::format("{}:{} {}", text(f, "file", "?"), line != f.end() && line->is_number() ? line->dump() : "?",
+                       text(f, "function", "?"));
+  }
+  if (const auto st = j.find("stack"); st != j.end() && st->is_array() && !st->empty() && (*st)[0].is_object()) {
+    const auto& f = (*st)[0];
+    std::string module = text(f, "module", "?");
+    module = module.substr(module.find_last_of('/') == std::string::npos ? 0 : module.find_last_of('/') + 1);
+    const std::string symbol = text(f, "symbol", "");
+    return symbol.empty() ? module + "+" + text(f, "offset", "?") : symbol + " (" + module + ")";
+  }
+  return "";
+}
+
 // One record as one line of text (and its hint), for `report --records`: what a JSON log says, read as a person would.
 template <typename Text>
 void print_record(const nlohmann::json& j, const Text& text) {
@@ -152,6 +172,8 @@ int report(const std::vector<std::string>& files, bool records) {
   std::map<Who, uint64_t> violations;                              // -> reports
   std::map<std::string, std::set<std::string>> violation_kernels;
   std::map<std::string, uint64_t> notices;
+  // Findings by where their launch came from: the innermost Python frame, else the innermost native frame.
+  std::map<std::string, std::pair<uint64_t, std::set<std::string>>> sites;  // -> (records, rules)
   std::map<Who, uint64_t> occurrences;  // from the summaries: repeats included
   uint64_t launches = 0, checked = 0, decoded = 0, processes = 0, lines = 0, bad_lines = 0, mistyped = 0;
   // A record's field as tmaguard writes it, or the fallback when it is missing or of another type (a hostile or
@@ -228,6 +250,10 @@ int report(const std::vector<std::string>& files, bool records) {
           const std::string rule = text(j, "rule", "?");
           ++violations[{rule, rank, host}];
           violation_kernels[rule].insert(text(j, "kernel", "?"));
+          if (const std::string site = call_site(j, text); !site.empty()) {
+            ++sites[site].first;
+            sites[site].second.insert(rule);
+          }
         } else if (ev == "summary") {
           std::vector<std::pair<std::string, uint64_t>> counts;
           if (const auto v = j.find("violations"); v != j.end() && v->is_object())
@@ -272,6 +298,15 @@ int report(const std::vector<std::string>& files, bool records) {
       std::cout << fmt::format("{:<34} {:>6} {:<16} {:>8} {:>12}  {}{}\n", rule, rank, host, count,
                                occ == occurrences.end() ? std::string("-") : std::to_string(occ->second),
                                short_name(*ks.begin()), ks.size() > 1 ? fmt::format(" (+{} more)", ks.size() - 1) : "");
+    }
+  }
+  if (!sites.empty()) {
+    std::cout << fmt::format("\n{:>8}  {:<60} {}\n", "records", "by call site (innermost Python frame, else native)",
+                             "rules");
+    for (const auto& [site, v] : sites) {
+      std::string rules;
+      for (const std::string& r : v.second) rules += (rules.empty() ? "" : ", ") + r;
+      std::cout << fmt::format("{:>8}  {:<60} {}\n", v.first, site, rules);
     }
   }
   if (!census.empty()) {

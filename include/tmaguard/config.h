@@ -11,6 +11,8 @@ namespace tmaguard {
 
 enum class Mode { kAbort, kReject, kLog, kInspect, kOff };
 enum class LogFormat { kText, kJson };
+//! Which call stacks a reported finding carries (TMAGUARD_STACK).
+enum class StackMode { kOff, kNative, kPython, kAll };
 const char* to_string(Mode m);
 
 struct Config {
@@ -26,6 +28,7 @@ struct Config {
   bool continue_on_rules_error = false;  // TMAGUARD_RULES_ON_ERROR=continue: run without the broken file
   uint64_t device_audit = 4;             // TMAGUARD_DEVICE_AUDIT: launches of each kernel audited (0: off)
   uint64_t device_read_bytes = 4096;     // TMAGUARD_DEVICE_READ_BYTES
+  StackMode stack = StackMode::kAll;     // TMAGUARD_STACK
 };
 //! TMAGUARD_DEVICE_AUDIT=all.
 inline constexpr uint64_t kAuditEveryLaunch = ~uint64_t{0};

@@ -1,11 +1,13 @@
 // tmaguard: what a check reports. One struct is the report schema (text and JSON render from it).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tmaguard/callsite.h"
 #include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"
 
@@ -51,6 +53,8 @@ struct Finding {
   std::string hint;        // how to fix
   std::string provenance;  // how the descriptor was made, when known
   std::string action;      // a rule's override of TMAGUARD_MODE ("abort", "reject", "log"); empty: the mode's
+  std::shared_ptr<const CallSite> call_site;  // where in the job the launch came from (TMAGUARD_STACK); shared by
+                                              // the findings of one launch; null when not taken
 };
 
 //! A launch a rule recognises but cannot check (e.g. FA4's dK/dV written with plain stores, not through a map).

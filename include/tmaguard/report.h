@@ -39,6 +39,8 @@ struct Summary {
   // The device-map audit (read back after launches): launches audited, buffers read, maps found in them, and
   // launches or buffers not read, by reason. Said only when the audit did or skipped something.
   uint64_t device_launches_audited = 0, device_buffers_read = 0, device_maps_found = 0;
+  // Call sites taken for reported findings (TMAGUARD_STACK) and the time they took in all.
+  uint64_t call_sites_taken = 0, call_site_ns = 0;
   std::map<std::string, uint64_t> device_skipped;
 };
 

@@ -16,7 +16,9 @@
 namespace tmaguard {
 namespace {
 
-// The device audit's counts and the launches not checked (process-wide atomics; reset in a forked child).
+// The device audit's counts, the launches not checked and the call sites taken (process-wide atomics; reset in a
+// forked child).
+std::atomic<uint64_t> g_sites{0}, g_site_ns{0};
 std::atomic<uint64_t> g_audit[3];
 std::atomic<uint64_t> g_unchecked[static_cast<int>(Unchecked::kCount)];
 std::atomic<uint64_t> g_audit_skipped[static_cast<int>(AuditSkip::kCount)];
@@ -70,6 +72,8 @@ void fork_child() {
   for (auto& a : g_audit) a.store(0, std::memory_order_relaxed);
   for (auto& a : g_audit_skipped) a.store(0, std::memory_order_relaxed);
   for (auto& a : g_unchecked) a.store(0, std::memory_order_relaxed);
+  g_sites.store(0, std::memory_order_relaxed);
+  g_site_ns.store(0, std::memory_order_relaxed);
   if (g_threads) {
     g_threads->clear();
     if (t_hot.registered) g_threads->push_back(&t_hot);
@@ -102,6 +106,14 @@ const char* to_string(Unchecked u) {
 }
 void count_unchecked(Unchecked why) { g_unchecked[static_cast<int>(why)].fetch_add(1, std::memory_order_relaxed); }
 uint64_t unchecked_count(Unchecked why) { return g_unchecked[static_cast<int>(why)].load(std::memory_order_relaxed); }
+
+void count_call_site(uint64_t ns) {
+  g_sites.fetch_add(1, std::memory_order_relaxed);
+  g_site_ns.fetch_add(ns, std::memory_order_relaxed);
+}
+CallSiteCounts call_site_counts() {
+  return {g_sites.load(std::memory_order_relaxed), g_site_ns.load(std::memory_order_relaxed)};
+}
 
 void audit_count(AuditCount what, uint64_t n) { g_audit[static_cast<int>(what)].fetch_add(n, std::memory_order_relaxed); }
 void audit_skipped(AuditSkip why, uint64_t n) {

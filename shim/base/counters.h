@@ -31,6 +31,14 @@ const char* to_string(Unchecked u);
 void count_unchecked(Unchecked why);  // async-signal-safe (one atomic add)
 uint64_t unchecked_count(Unchecked why);
 
+//! Call sites taken for reported findings (TMAGUARD_STACK), and the time they took, process-wide: the summary says
+//! what a finding's call site cost.
+void count_call_site(uint64_t ns);
+struct CallSiteCounts {
+  uint64_t taken = 0, ns = 0;
+};
+CallSiteCounts call_site_counts();
+
 //! The device-map audit's counts (device_audit.cpp), process-wide; the child of a fork starts from zero.
 enum class AuditSkip : int {
   kCapturing,

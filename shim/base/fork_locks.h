@@ -17,6 +17,7 @@ enum class ForkLock : int {
   kDeviceArch,        // device_arch.cpp: compute capability per context (a leaf)
   kDeviceAudit,       // device_audit.cpp: the read-back slots and their queue (takes the free journal's)
   kFreeJournal,       // allocations.cpp: the frees journaled while device-audit reads are in flight (a leaf)
+  kBuildIds,          // callsite.cpp: the build ids of loaded modules (a leaf)
   kCount
 };
 

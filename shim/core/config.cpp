@@ -92,6 +92,13 @@ struct FormatFlag {
   static std::string values() { return choice_values(kChoices); }
   static std::string read(std::string_view v, LogFormat& out) { return read_choice(kChoices, v, out); }
 };
+struct StackFlag {
+  static constexpr Choice<StackMode> kChoices[] = {
+      {"all", StackMode::kAll}, {"native", StackMode::kNative}, {"python", StackMode::kPython}, {"off", StackMode::kOff}};
+  static constexpr bool kNamesFile = false;
+  static std::string values() { return choice_values(kChoices); }
+  static std::string read(std::string_view v, StackMode& out) { return read_choice(kChoices, v, out); }
+};
 struct OnRulesErrorFlag {  // continue_on_rules_error
   static constexpr Choice<bool> kChoices[] = {{"stop", false}, {"continue", true}};
   static constexpr bool kNamesFile = false;

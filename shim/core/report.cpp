@@ -182,6 +182,47 @@ std::string format_time_utc(int64_t ms) {
                      tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
 }
 
+namespace {
+
+// The call site's frames as JSON: `stack` (native, innermost first) and `python_stack`, each only when it was taken.
+void put_call_site(json& j, const CallSite& c) {
+  if (c.native_taken) {
+    json frames = json::array();
+    for (const NativeFrame& f : c.native) {
+      json e{{"module", f.module}, {"offset", fmt::format("0x{:x}", f.offset)}};
+      if (!f.symbol.empty()) e["symbol"] = f.symbol, e["symbol_offset"] = fmt::format("0x{:x}", f.symbol_offset);
+      if (!f.build_id.empty()) e["build_id"] = f.build_id;
+      frames.push_back(std::move(e));
+    }
+    j["stack"] = std::move(frames);
+  }
+  if (c.python_taken) {
+    json frames = json::array();
+    for (const PythonFrame& f : c.python) frames.push_back({{"file", f.file}, {"line", f.line}, {"function", f.function}});
+    j["python_stack"] = std::move(frames);
+    if (!c.python_note.empty()) j["python_note"] = c.python_note;
+  }
+}
+
+// The top frames under a text record: Python first (where a person starts reading), then native.
+std::string call_site_text(const CallSite& c) {
+  constexpr std::size_t kShown = 6;
+  std::string s;
+  for (std::size_t i = 0; i < c.python.size() && i < kShown; ++i)
+    s += fmt::format("\ntmaguard:   python #{} {}:{} in {}", i, esc(c.python[i].file), c.python[i].line,
+                     esc(c.python[i].function));
+  if (c.python_taken && c.python.empty() && !c.python_note.empty() && c.python_note != kNoInterpreter)
+    s += fmt::format("\ntmaguard:   python: {}", esc(c.python_note));
+  for (std::size_t i = 0; i < c.native.size() && i < kShown; ++i) {
+    const NativeFrame& f = c.native[i];
+    s += fmt::format("\ntmaguard:   native #{} {}+0x{:x}", i, esc(f.module), f.offset);
+    if (!f.symbol.empty()) s += fmt::format(" {}+0x{:x}", esc(f.symbol), f.symbol_offset);
+  }
+  return s;
+}
+
+}  // namespace
+
 std::string render_finding(const Finding& f, const ProcessContext& ctx, std::string_view action, LogFormat format) {
   const char* event = f.severity == Severity::kError ? "violation" : "warning";
   if (format == LogFormat::kJson) {
@@ -198,6 +239,7 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
     j["hint"] = f.hint;
     if (!f.provenance.empty()) j["provenance"] = f.provenance;
     j["action"] = action;
+    if (f.call_site) put_call_site(j, *f.call_site);
     return stamped(j, ctx);
   }
   std::string s = fmt::format("tmaguard: {} {} [{}] action={} kernel={} tensor={}", event, esc(f.rule),
@@ -208,6 +250,7 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
                    ctx_text(ctx));
   if (f.tensor_map) s += fmt::format("\ntmaguard:   {} tensor map: {}", esc(f.tensor), map_text(*f.tensor_map));
   if (!f.provenance.empty()) s += fmt::format("\ntmaguard:   {} provenance: {}", esc(f.tensor), esc(f.provenance));
+  if (f.call_site) s += call_site_text(*f.call_site);
   return s;
 }
 
@@ -282,6 +325,8 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
     if (!s.not_checked.empty()) j["launches_not_checked"] = s.not_checked;
     j["log_records_lost"] = s.log_records_lost;
     if (s.records_dropped) j["records_dropped"] = s.records_dropped;
+    if (s.call_sites_taken)
+      j["call_sites"] = {{"taken", s.call_sites_taken}, {"mean_us", s.call_site_ns / 1000.0 / s.call_sites_taken}};
     if (s.device_launches_audited || !s.device_skipped.empty())
       j["device_audit"] = {{"launches_audited", s.device_launches_audited},
                            {"buffers_read", s.device_buffers_read},
@@ -305,6 +350,9 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
     line += fmt::format("; {} records could not be written to TMAGUARD_LOG (they went to stderr)", s.log_records_lost);
   if (s.records_dropped)
     line += fmt::format("; {} records dropped while the log was blocked", s.records_dropped);
+  if (s.call_sites_taken)
+    line += fmt::format("; {} call site(s) taken, {:.0f} us each", s.call_sites_taken,
+                        s.call_site_ns / 1000.0 / s.call_sites_taken);
   if (s.device_launches_audited || !s.device_skipped.empty()) {
     line += fmt::format("; device maps: {} launches audited, {} buffers read after the kernel, {} maps found",
                         s.device_launches_audited, s.device_buffers_read, s.device_maps_found);

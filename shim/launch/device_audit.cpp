@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "driver/allocations.h"
+#include "driver/callsite.h"
 #include "base/counters.h"
 #include "driver/device_arch.h"
 #include "driver/driver.h"
@@ -45,6 +46,7 @@ struct Slot {
   std::size_t bytes = 0;
   bool last_of_launch = false;  // the launch's last read (the launch counts as audited once its reads are judged)
   Geometry geometry{};          // the launch's grid and block (inspect records)
+  RawCallSite site;             // where the launch came from (TMAGUARD_STACK), named only for a finding
   uint64_t epoch = 0;           // the free journal's epoch when the read was queued (allocations.h)
   uint64_t generation = 0;      // bumped each time the slot is queued: a poll of an older read never claims it
   bool claimed = false;         // being judged (by the worker, or by a launch waiting for a slot)
@@ -158,8 +160,12 @@ void examine(const Slot& s) {
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
   findings.insert(findings.end(), j.findings.begin(), j.findings.end());
   if (findings.empty()) return;
+  const auto site = s.site.native || s.site.python.taken
+                        ? std::make_shared<const CallSite>(resolve_call_site(s.site))
+                        : std::shared_ptr<const CallSite>();
   for (Finding& f : findings) {
     f.provenance = provenance;
+    f.call_site = site;
     // The launch already ran: reject mode has nothing left to refuse, so it logs.
     if (f.severity == Severity::kError && (f.action == "reject" || (f.action.empty() && mode() == Mode::kReject)))
       f.action = "log";
@@ -398,6 +404,9 @@ void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
     claim(k);
     return;
   }
+  // Where the launch came from, taken now (its frames are gone once it returns) but named only when the worker finds
+  // something to report about these reads.
+  const RawCallSite site = capture_raw_call_site(config().stack);
   CUcontext ctx = nullptr;
   if (auto get = TG_REAL(cuCtxGetCurrent)) get(&ctx);
   std::unique_lock<std::mutex> lock(audit_lock());
@@ -463,6 +472,7 @@ void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
     s.bytes = reads[i].bytes;
     s.last_of_launch = false;
     s.geometry = launch.geom;
+    s.site = site;
     g_pending->push_back(idx);
     last = idx;
   }

@@ -16,6 +16,7 @@
 #include <cstdlib>
 
 #include "base/counters.h"
+#include "driver/callsite.h"
 #include "driver/device_arch.h"
 #include "runtime/intercept.h"
 #include "launch/kernel_table.h"
@@ -122,6 +123,17 @@ std::vector<TensorMapParam> decode_needed(const Collected& c, bool all, std::vec
   return maps;
 }
 
+}  // namespace
+
+void attach_call_site(std::vector<Finding>& findings) {
+  const StackMode mode = config().stack;
+  if (mode == StackMode::kOff || !findings_unreported(findings)) return;
+  const auto site = std::make_shared<const CallSite>(capture_call_site(mode));
+  for (Finding& f : findings) f.call_site = site;
+}
+
+namespace {
+
 Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, const std::vector<std::size_t>& slots,
                const std::vector<bool>& known_clean, Judgement& j) {
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
@@ -142,7 +154,9 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   // FA4 backward kernels of milliseconds; judging their maps again costs microseconds.)
   if (!has_errors(findings) && j.not_checkable.empty())
     remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
-  return findings.empty() ? Verdict::kRun : report_findings(findings);
+  if (findings.empty()) return Verdict::kRun;
+  attach_call_site(findings);
+  return report_findings(findings);
 }
 
 void report_census_at_exit();  // below

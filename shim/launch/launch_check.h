@@ -4,6 +4,8 @@
 
 #include "base/cuda_names.h"
 #include "launch/launch_view.h"
+#include <vector>
+
 #include "tmaguard/finding.h"
 
 namespace tmaguard {
@@ -15,6 +17,10 @@ struct KernelInfo;
 //! `call` (the wrapper's entry) is active. kReject: the launch must not happen (reject mode); abort mode never returns
 //! after an error. `kernel`, when given, receives the kernel's facts (nullptr when tmaguard did not look).
 Verdict check_launch(const Intercepted& call, const LaunchView& launch, const KernelInfo** kernel = nullptr);
+
+//! Gives the findings of one launch the calling thread's call site (TMAGUARD_STACK), when any of them will be reported
+//! (a repeat the reporter dedupes takes none).
+void attach_call_site(std::vector<Finding>& findings);
 
 //! What a wrapper returns for a launch (or graph node) check_launch refused: CUDA_ERROR_OUT_OF_MEMORY when there was no
 //! memory to check it, else CUDA_ERROR_INVALID_VALUE.

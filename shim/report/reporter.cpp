@@ -258,6 +258,9 @@ Summary summary_of(const Reporter& rep) {
   s.device_maps_found = a.maps_found;
   for (int i = 0; i < static_cast<int>(AuditSkip::kCount); ++i)
     if (a.skipped[i]) s.device_skipped[to_string(static_cast<AuditSkip>(i))] = a.skipped[i];
+  const CallSiteCounts cs = call_site_counts();
+  s.call_sites_taken = cs.taken;
+  s.call_site_ns = cs.ns;
   s.version = TMAGUARD_VERSION;
   s.revision = TMAGUARD_REVISION;
   return s;
@@ -371,6 +374,22 @@ void report_inspect(const std::string& key, const InspectRecord& record) {
   emit_locked(*rep, render_inspect(record, context(*rep), rep->cfg.format));
 }
 
+namespace {
+std::string dedupe_key(const Finding& f) {
+  // A warning never hides a later error of the same rule at the same place (word 2 bit 21 decides which).
+  return f.rule + '\x1f' + to_string(f.severity) + '\x1f' + f.kernel + '\x1f' + (f.place ? to_string(*f.place) : "-");
+}
+}  // namespace
+
+bool findings_unreported(const std::vector<Finding>& findings) {
+  Reporter* rep = g_rep.load(std::memory_order_acquire);
+  if (!rep || findings.empty()) return false;
+  Locked lock;
+  if (!lock.held) return false;
+  return std::any_of(findings.begin(), findings.end(),
+                     [&](const Finding& f) { return rep->seen.find(dedupe_key(f)) == rep->seen.end(); });
+}
+
 Verdict report_findings(std::vector<Finding>& findings) {
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep) return Verdict::kRun;
@@ -392,10 +411,7 @@ Verdict report_findings(std::vector<Finding>& findings) {
       for (std::size_t i = 0; i < findings.size(); ++i) {
         const Finding& f = findings[i];
         if (f.severity == Severity::kError) ++rep->by_rule[f.rule];
-        // A warning never hides a later error of the same rule at the same place (word 2 bit 21 decides which).
-        const std::string key = f.rule + '\x1f' + to_string(f.severity) + '\x1f' + f.kernel + '\x1f' +
-                                (f.place ? to_string(*f.place) : "-");
-        if (rep->seen[key]++ > 0) continue;
+        if (rep->seen[dedupe_key(f)]++ > 0) continue;
         emit_locked(*rep, render_finding(f, context(*rep), actions[i], rep->cfg.format));
       }
       if (abort_now) {

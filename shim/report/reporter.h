@@ -18,6 +18,9 @@ bool reporter_open(const Config& cfg, std::string* error);
 //! Reports findings (deduplicated by rule, kernel, parameter) and applies the mode to error findings: kReject
 //! when the launch must not run. In abort mode it writes the summary, flushes and aborts the process.
 Verdict report_findings(std::vector<Finding>& findings);
+//! Whether report_findings would write a record for any of these (one not deduplicated yet): a call site is taken
+//! only for findings that will be written.
+bool findings_unreported(const std::vector<Finding>& findings);
 //! A one-line notice (warnings about tmaguard's own limits, failed encodes): deduplicated by key.
 void report_notice(const std::string& key, const char* event, const std::string& message);
 //! A launch tmaguard cannot check for a known reason (e.g. FA4 dK/dV written with plain stores): counted in the

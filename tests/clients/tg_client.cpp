@@ -18,7 +18,9 @@
 #include "client.h"
 #include "fakecuda.h"
 
-int main(int argc, char** argv) {
+// The whole client; main() below, or tg_client_run() in libtg_client.so (a job that calls the scenarios from Python
+// through ctypes).
+static int tg_client_main(int argc, char** argv) {
   using namespace client;
   if (argc >= 2 && std::string(argv[1]) == "nocuda") {
     std::printf("no CUDA here\n");
@@ -71,3 +73,11 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   return sc->run();
 }
+
+#ifdef TG_CLIENT_LIBRARY
+extern "C" __attribute__((visibility("default"))) int tg_client_run(int argc, char** argv) {
+  return tg_client_main(argc, argv);
+}
+#else
+int main(int argc, char** argv) { return tg_client_main(argc, argv); }
+#endif

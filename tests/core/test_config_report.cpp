@@ -110,7 +110,7 @@ TEST(Config, ReferenceTableIsTheDeclaredOne) {
   EXPECT_NE(source_file("docs/reference.md").find(flags_markdown_table()), std::string::npos)
       << "docs/reference.md must carry this table (tmaguard-tool env --markdown prints it):\n"
       << flags_markdown_table();
-  EXPECT_EQ(flags().size(), 9u);
+  EXPECT_EQ(flags().size(), 10u);
   EXPECT_EQ(flags()[0].values, "abort|reject|log|inspect|off");  // a choice flag's values come from its choices
 }
 

@@ -389,6 +389,43 @@ def grouped_mm():
            f"rc={p.returncode} census={census} device_audit={s[0].get('device_audit') if s else None}")
 
 
+def callsite():
+    """Where a finding came from: a PyTorch job whose custom autograd.Function backward (run on the autograd engine's
+    own thread) launches a bad FA4-shaped kernel through cuda-bindings. The record names the backward's file, function
+    and line (Python frames read without the GIL), and the native frames through cuda-bindings."""
+    script = os.path.join(ARGS.root, "tests", "gpu", "callsite_autograd.py")
+    cubin = os.path.join(ARGS.build, "gpu", "fa4_gpu.cubin")
+    with open(script) as f:
+        line = next(i for i, t in enumerate(f, 1) if "# LAUNCH" in t)
+    os.makedirs(os.path.join(ARGS.out, "logs"), exist_ok=True)
+    log = os.path.join(ARGS.out, "logs", "callsite.jsonl")
+    sec = "call site (PyTorch autograd backward, cuda-bindings)"
+    p, recs, _ = run([sys.executable, script, cubin, "healthy"], mode="abort", log=log)
+    v, s = events(recs, "violation") + events(recs, "warning"), events(recs, "summary")
+    record(sec, "healthy: exact and silent in abort mode", p.returncode == 0 and "dk=correct dv=correct" in p.stdout
+           and not v and s, f"rc={p.returncode} {p.stdout.strip()[-200:]!r} findings={len(v)}"
+           + ("" if p.returncode == 0 else f" stderr={p.stderr[-800:]!r}"))
+    for mode in ("log", "abort"):
+        p, recs, _ = run([sys.executable, script, cubin, "dk_bad"], mode=mode, log=log)
+        v = [r for r in events(recs, "violation") if r.get("rule") == "fa4-dk-not-k-major"]
+        py = v[0].get("python_stack", []) if v else []
+        native = [f.get("symbol") or f.get("module", "").rsplit("/", 1)[-1] for f in (v[0].get("stack", []) if v else [])]
+        top = py[0] if py else {}
+        named = (top.get("file", "").endswith("callsite_autograd.py") and top.get("line") == line
+                 and "backward" in top.get("function", ""))
+        s = events(recs, "summary")
+        ran_ok = (p.returncode == 0 and "dk=wrong" in p.stdout) if mode == "log" else p.returncode == -6
+        record(sec, f"transposed dK, {mode} mode: stopped/logged, the record names backward's line {line}",
+               ran_ok and named and bool(native),
+               f"rc={p.returncode} {p.stdout.strip()[-160:]!r} python_stack={json.dumps(py)[:700]} "
+               f"python_note={v[0].get('python_note') if v else None} native_top={native[:8]} "
+               f"call_sites={s[0].get('call_sites') if s else None}"
+               + ("" if named else f" stderr={p.stderr[-800:]!r}"))
+    p, _, _ = run([sys.executable, script, cubin, "dk_bad"], guarded=False)
+    record(sec, "without tmaguard: the transposed dK is silently wrong", p.returncode == 0 and "dk=wrong" in p.stdout,
+           f"rc={p.returncode} {p.stdout.strip()[-200:]!r}")
+
+
 def cudnn_sdpa():
     """cuDNN's SDPA (README: what is not seen): forward and backward clean under tmaguard with the device audit on,
     and what its device memory holds: CUtensorMaps, or 64-byte descriptors in cuDNN's own format (which tmaguard
@@ -993,7 +1030,7 @@ def main():
     }
     for k, v in header.items():
         print(f"{k}: {v}")
-    sections = {"fa4": fa4_matrix, "fa4_family": fa4_family, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm, "cudnn": cudnn_sdpa,
+    sections = {"fa4": fa4_matrix, "fa4_family": fa4_family, "callsite": callsite, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm, "cudnn": cudnn_sdpa,
                 "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
                 "overhead": overhead, "probe": launch_probe,
                 "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}

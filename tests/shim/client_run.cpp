@@ -25,13 +25,18 @@ std::string log_path() {
 
 ClientRun run_client(std::vector<std::string> args, std::map<std::string, std::string> env, bool linked, bool json_log,
                      const ProcessOptions& opt) {
+  args.insert(args.begin(), linked ? TG_CLIENT_LINKED : TG_CLIENT);
+  return run_preloaded(std::move(args), std::move(env), json_log, opt);
+}
+
+ClientRun run_preloaded(std::vector<std::string> args, std::map<std::string, std::string> env, bool json_log,
+                        const ProcessOptions& opt) {
   const std::string log = log_path();
   std::map<std::string, std::string> e = {{"LD_PRELOAD", TG_LIB}, {"LD_LIBRARY_PATH", TG_FAKE_DIR},
                                           {"TMAGUARD_LOG", log},  {"TMAGUARD_LOG_FORMAT", json_log ? "json" : "text"},
                                           {"RANK", ""},           {"LOCAL_RANK", ""},
                                           {"TMAGUARD_MODE", ""}};
   for (const auto& [k, v] : env) e[k] = v;
-  args.insert(args.begin(), linked ? TG_CLIENT_LINKED : TG_CLIENT);
   ClientRun r;
   r.p = run_process(args, e, opt);
   std::ifstream in(log);

@@ -23,6 +23,9 @@ struct ClientRun {
 //! Runs tg_client (or tg_client_linked) with ARGS, tmaguard preloaded and a fresh JSON (or text) log.
 ClientRun run_client(std::vector<std::string> args, std::map<std::string, std::string> env = {}, bool linked = false,
                      bool json_log = true, const ProcessOptions& opt = {});
+//! Runs any program (argv) with tmaguard preloaded and a fresh JSON (or text) log, as run_client does.
+ClientRun run_preloaded(std::vector<std::string> argv, std::map<std::string, std::string> env = {},
+                        bool json_log = true, const ProcessOptions& opt = {});
 //! Exit, stdout, stderr and log, for assertion messages.
 std::string describe(const ClientRun& r);
 //! Writes a file under /tmp (unique to this test process) and returns its path.

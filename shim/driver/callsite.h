@@ -1,0 +1,30 @@
+// tmaguard shim: where in the job a launch came from (TMAGUARD_STACK): the calling thread's native frames, innermost
+// first (tmaguard's own left out), named by the loader's and the files' symbol tables, with each module's build id and
+// offset for offline symbolization; and its Python frames (python_frames.h). Taken only for a finding about to be
+// reported, never on a clean launch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "driver/python_frames.h"
+#include "tmaguard/callsite.h"
+#include "tmaguard/config.h"
+
+namespace tmaguard {
+
+//! A call site as it is taken: return addresses and the interpreter's frames, no names yet (a few microseconds; the
+//! device audit takes one for every launch it reads after).
+struct RawCallSite {
+  bool native = false;
+  uintptr_t pcs[40] = {};
+  std::size_t n = 0;
+  RawPython python;
+};
+RawCallSite capture_raw_call_site(StackMode mode);
+//! Names a raw call site: modules, symbols, build ids, files and lines (a millisecond or two, for a finding only).
+CallSite resolve_call_site(const RawCallSite& raw);
+//! The calling thread's call site, as `mode` asks (kOff: nothing taken), named; its cost goes to the summary.
+CallSite capture_call_site(StackMode mode);
+
+}  // namespace tmaguard

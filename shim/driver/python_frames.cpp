@@ -1,0 +1,266 @@
+// tmaguard shim: the launching thread's Python frames, read the way a sampling profiler reads them: from the thread's
+// own frame chain, which is suspended while this thread runs tmaguard's code, without the GIL and without calling
+// into Python (it is never initialised, never entered, never waited on). The interpreter is found with dlsym in the
+// process; its structures are read by the layout of its version, every read through safe_read (a read of a bad
+// address fails instead of faulting), and checked against the interpreter's own type objects before anything is
+// believed: a layout tmaguard does not know says so and reads nothing.
+#include "driver/python_frames.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "driver/driver.h"
+
+namespace tmaguard {
+namespace {
+
+// ---- reading this process's memory without faulting
+
+// process_vm_readv on ourselves; where a sandbox refuses it, a pipe (write(2) of a bad address returns EFAULT).
+bool safe_read(uintptr_t address, void* out, std::size_t n) {
+  if (address < 4096 || n == 0) return false;
+  static std::atomic<int> use_pipe{0};
+  if (!use_pipe.load(std::memory_order_relaxed)) {
+    iovec local{out, n}, remote{reinterpret_cast<void*>(address), n};
+    const ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (got == static_cast<ssize_t>(n)) return true;
+    if (got >= 0 || errno == EFAULT) return false;
+    use_pipe.store(1, std::memory_order_relaxed);  // ENOSYS, EPERM: a sandbox
+  }
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  bool ok = true;
+  auto* dst = static_cast<uint8_t*>(out);
+  for (std::size_t done = 0; ok && done < n;) {
+    const std::size_t chunk = std::min<std::size_t>(n - done, 4096);
+    const ssize_t w = write(fds[1], reinterpret_cast<const void*>(address + done), chunk);
+    ok = w > 0 && read(fds[0], dst + done, static_cast<std::size_t>(w)) == w;
+    if (ok) done += static_cast<std::size_t>(w);
+  }
+  close(fds[0]);
+  close(fds[1]);
+  return ok;
+}
+
+template <typename T>
+bool read_value(uintptr_t address, T* out) {
+  return safe_read(address, out, sizeof *out);
+}
+uintptr_t read_ptr(uintptr_t address) {
+  uintptr_t v = 0;
+  return read_value(address, &v) ? v : 0;
+}
+
+// ---- the layouts tmaguard knows (offsets in bytes; x86-64, default build, no free threading)
+
+struct Layout {
+  int version;            // 311, 312
+  std::size_t tstate_cframe;    // PyThreadState::cframe (_PyCFrame*)
+  std::size_t cframe_current;   // _PyCFrame::current_frame
+  std::size_t frame_code, frame_previous, frame_instr, frame_owner, frame_size;
+  int owner_cstack;             // FRAME_OWNED_BY_CSTACK: an entry frame of the C stack, no code of its own (-1: none)
+  std::size_t code_filename, code_qualname, code_linetable, code_firstlineno, code_adaptive;
+  std::size_t ascii_data, compact_data;  // where a compact str's characters start (ASCII / other)
+};
+// CPython 3.11 (Include/cpython/pystate.h, Include/internal/pycore_frame.h, Include/cpython/code.h).
+constexpr Layout k311{311, 56, 8, 32, 48, 56, 69, 72, -1, 112, 128, 136, 72, 184, 48, 72};
+// CPython 3.12: frames start with f_code and previous; entry frames of the C stack are frames of their own.
+constexpr Layout k312{312, 56, 0, 0, 8, 56, 70, 72, 3, 112, 128, 136, 68, 192, 40, 56};
+
+struct Interpreter {
+  const Layout* layout = nullptr;
+  int (*initialized)() = nullptr;            // Py_IsInitialized
+  void* (*this_thread_state)() = nullptr;    // PyGILState_GetThisThreadState: reads a thread-specific key
+  uintptr_t code_type = 0, unicode_type = 0, bytes_type = 0;
+  std::string version;  // "3.12.3"
+  std::string note;     // why frames cannot be read ("" when they can)
+};
+
+void* symbol(void* handle, const char* name) { return real_dlsym() ? real_dlsym()(handle, name) : nullptr; }
+
+// A loaded libpython (an interpreter embedded with RTLD_LOCAL is not in the global scope).
+int find_libpython(dl_phdr_info* info, std::size_t, void* out) {
+  const char* name = info->dlpi_name;
+  if (name && std::strstr(name, "libpython3")) {
+    *static_cast<void**>(out) = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+    return *static_cast<void**>(out) != nullptr;
+  }
+  return 0;
+}
+
+Interpreter* discover() {
+  auto* in = new Interpreter;
+  void* handle = RTLD_DEFAULT;  // (a null pointer: the global scope)
+  if (!symbol(handle, "Py_IsInitialized")) {
+    void* lib = nullptr;
+    dl_iterate_phdr(find_libpython, &lib);
+    handle = lib ? lib : RTLD_DEFAULT;
+  }
+  if (!symbol(handle, "Py_IsInitialized")) {
+    in->note = kNoInterpreter;
+    return in;
+  }
+  in->initialized = reinterpret_cast<int (*)()>(symbol(handle, "Py_IsInitialized"));
+  in->this_thread_state = reinterpret_cast<void* (*)()>(symbol(handle, "PyGILState_GetThisThreadState"));
+  in->code_type = reinterpret_cast<uintptr_t>(symbol(handle, "PyCode_Type"));
+  in->unicode_type = reinterpret_cast<uintptr_t>(symbol(handle, "PyUnicode_Type"));
+  in->bytes_type = reinterpret_cast<uintptr_t>(symbol(handle, "PyBytes_Type"));
+  int major = 0, minor = 0;
+  if (const auto* hex = static_cast<const unsigned long*>(symbol(handle, "Py_Version"))) {  // 3.11 and later
+    major = static_cast<int>((*hex >> 24) & 0xff);
+    minor = static_cast<int>((*hex >> 16) & 0xff);
+    in->version = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string((*hex >> 8) & 0xff);
+  } else if (auto get = reinterpret_cast<const char* (*)()>(symbol(handle, "Py_GetVersion"))) {
+    const char* v = get();
+    in->version = std::string(v, std::strcspn(v, " "));
+    std::sscanf(v, "%d.%d", &major, &minor);
+  }
+  if (major == 3 && minor == 11) in->layout = &k311;
+  if (major == 3 && minor == 12) in->layout = &k312;
+  if (!in->layout)
+    in->note = "CPython " + (in->version.empty() ? std::string("?") : in->version) +
+               ": tmaguard reads the frames of CPython 3.11 and 3.12 only";
+  else if (!in->this_thread_state || !in->code_type || !in->unicode_type || !in->bytes_type)
+    in->note = "CPython " + in->version + " without the symbols tmaguard needs";
+  return in;
+}
+
+const Interpreter& interpreter() {
+  static std::atomic<Interpreter*> cached{nullptr};
+  Interpreter* in = cached.load(std::memory_order_acquire);
+  if (in) return *in;
+  Interpreter* fresh = discover();
+  if (cached.compare_exchange_strong(in, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;
+  return *in;
+}
+
+// A str object's text (compact strings: every identifier and file name), UTF-8; "?" when it cannot be read.
+std::string read_str(const Interpreter& in, uintptr_t obj) {
+  struct {
+    uintptr_t refcnt, type;
+    int64_t length;
+    int64_t hash;
+    uint32_t state;
+  } head{};
+  if (!read_value(obj, &head) || head.type != in.unicode_type || head.length < 0 || head.length > 4096) return "?";
+  const unsigned kind = (head.state >> 2) & 7, compact = (head.state >> 5) & 1, ascii = (head.state >> 6) & 1;
+  if (!compact || (kind != 1 && kind != 2 && kind != 4)) return "?";
+  const std::size_t n = static_cast<std::size_t>(head.length);
+  std::string raw(n * kind, '\0');
+  if (!safe_read(obj + (ascii ? in.layout->ascii_data : in.layout->compact_data), raw.data(), raw.size())) return "?";
+  if (ascii) return raw;
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    uint32_t c = 0;
+    std::memcpy(&c, raw.data() + i * kind, kind);
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else if (c < 0x800) {
+      out += static_cast<char>(0xc0 | (c >> 6));
+      out += static_cast<char>(0x80 | (c & 0x3f));
+    } else if (c < 0x10000) {
+      out += static_cast<char>(0xe0 | (c >> 12));
+      out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (c & 0x3f));
+    } else {
+      out += static_cast<char>(0xf0 | (c >> 18));
+      out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
+      out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (c & 0x3f));
+    }
+  }
+  return out;
+}
+
+// One frame's code object, read and checked: false when it is not a code object of this interpreter.
+bool read_frame(const Interpreter& in, uintptr_t code, uintptr_t instr, PythonFrame& out) {
+  const Layout& L = *in.layout;
+  uint8_t co[256];
+  if (L.code_adaptive > sizeof co || !safe_read(code, co, L.code_adaptive)) return false;
+  auto field = [&](std::size_t at) {
+    uintptr_t v;
+    std::memcpy(&v, co + at, sizeof v);
+    return v;
+  };
+  if (field(8) != in.code_type) return false;  // ob_type
+  int first_line = 0;
+  std::memcpy(&first_line, co + L.code_firstlineno, sizeof first_line);
+  out.file = read_str(in, field(L.code_filename));
+  out.function = read_str(in, field(L.code_qualname));
+  const uintptr_t table = field(L.code_linetable);
+  struct {
+    uintptr_t refcnt, type;
+    int64_t size;
+  } bytes{};
+  out.line = 0;
+  if (read_value(table, &bytes) && bytes.type == in.bytes_type && bytes.size > 0 && bytes.size < (1 << 20)) {
+    std::string t(static_cast<std::size_t>(bytes.size), '\0');
+    const auto index = static_cast<int64_t>(instr - (code + L.code_adaptive)) / 2;
+    if (safe_read(table + 32, t.data(), t.size()) && index >= 0 && index < (1 << 28))
+      out.line = python_line(reinterpret_cast<const uint8_t*>(t.data()), t.size(), first_line,
+                             static_cast<int>(index), 311);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool read_python_raw(RawPython& raw) {
+  raw = RawPython{};
+  raw.taken = true;
+  const Interpreter& in = interpreter();
+  if (!in.note.empty()) {
+    raw.note = in.note.c_str();
+    return false;
+  }
+  if (!in.initialized()) {
+    raw.note = "the Python interpreter is not running";
+    return false;
+  }
+  const uintptr_t tstate = reinterpret_cast<uintptr_t>(in.this_thread_state());
+  if (!tstate) {
+    raw.note = "this thread never ran Python code (a thread of a C++ runtime)";
+    return false;
+  }
+  const Layout& L = *in.layout;
+  uintptr_t frame = read_ptr(read_ptr(tstate + L.tstate_cframe) + L.cframe_current);
+  for (std::size_t guard = 0; frame && raw.n < kMaxRawPythonFrames && guard < 4 * kMaxRawPythonFrames; ++guard) {
+    uint8_t f[80];
+    if (!safe_read(frame, f, L.frame_size)) break;
+    uintptr_t code, previous, instr;
+    std::memcpy(&code, f + L.frame_code, sizeof code);
+    std::memcpy(&previous, f + L.frame_previous, sizeof previous);
+    std::memcpy(&instr, f + L.frame_instr, sizeof instr);
+    if (static_cast<signed char>(f[L.frame_owner]) != L.owner_cstack) raw.frames[raw.n++] = {code, instr};
+    frame = previous;
+  }
+  if (raw.n == 0) raw.note = "no Python frames on this thread (it runs no Python code now)";
+  return raw.n != 0;
+}
+
+void resolve_python(const RawPython& raw, CallSite& site) {
+  if (!raw.taken) return;
+  site.python_taken = true;
+  if (raw.note) site.python_note = raw.note;
+  const Interpreter& in = interpreter();
+  for (std::size_t i = 0; i < raw.n && in.layout; ++i) {
+    PythonFrame pf;
+    if (!read_frame(in, raw.frames[i].code, raw.frames[i].instr, pf)) {
+      site.python_note = "CPython " + in.version + ": a frame that is not laid out as tmaguard expects; stopped there";
+      break;
+    }
+    site.python.push_back(std::move(pf));
+  }
+}
+
+}  // namespace tmaguard
