@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <unwind.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
 #include <cstring>
@@ -31,11 +32,12 @@ constexpr std::size_t kMaxNativeFrames = 32, kMaxPythonFrames = 32;
 struct Unwound {
   uintptr_t pcs[kMaxNativeFrames + 8];
   std::size_t n = 0;
+  std::size_t limit = kMaxNativeFrames + 8;  // frames to unwind at most (tmaguard's own included)
 };
 
 _Unwind_Reason_Code collect(_Unwind_Context* ctx, void* arg) {
   auto* u = static_cast<Unwound*>(arg);
-  if (u->n >= sizeof u->pcs / sizeof u->pcs[0]) return _URC_END_OF_STACK;
+  if (u->n >= u->limit) return _URC_END_OF_STACK;
   const uintptr_t pc = _Unwind_GetIP(ctx);
   if (!pc) return _URC_END_OF_STACK;
   u->pcs[u->n++] = pc;
@@ -201,14 +203,15 @@ uintptr_t own_base() {
 
 }  // namespace
 
-RawCallSite capture_raw_call_site(StackMode mode) {
+RawCallSite capture_raw_call_site(StackMode mode, std::size_t max_native) {
   RawCallSite raw;
   if (mode == StackMode::kNative || mode == StackMode::kAll) {
     raw.native = true;
     Unwound u;
+    u.limit = std::min(max_native, kMaxNativeFrames) + 8;
     _Unwind_Backtrace(collect, &u);
     const uintptr_t self = own_base();
-    for (std::size_t i = 0; i < u.n && raw.n < kMaxNativeFrames; ++i) {
+    for (std::size_t i = 0; i < u.n && raw.n < std::min(max_native, kMaxNativeFrames); ++i) {
       Dl_info info{};
       if (self && dladdr(reinterpret_cast<void*>(u.pcs[i] - 1), &info) &&
           reinterpret_cast<uintptr_t>(info.dli_fbase) == self)

@@ -21,7 +21,9 @@ struct RawCallSite {
   std::size_t n = 0;
   RawPython python;
 };
-RawCallSite capture_raw_call_site(StackMode mode);
+//! `max_native`: how many native frames at most (the device audit takes fewer than a finding: unwinding costs a few
+//! microseconds a frame).
+RawCallSite capture_raw_call_site(StackMode mode, std::size_t max_native = 32);
 //! Names a raw call site: modules, symbols, build ids, files and lines (a millisecond or two, for a finding only).
 CallSite resolve_call_site(const RawCallSite& raw);
 //! The calling thread's call site, as `mode` asks (kOff: nothing taken), named; its cost goes to the summary.

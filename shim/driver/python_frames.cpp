@@ -55,10 +55,6 @@ template <typename T>
 bool read_value(uintptr_t address, T* out) {
   return safe_read(address, out, sizeof *out);
 }
-uintptr_t read_ptr(uintptr_t address) {
-  uintptr_t v = 0;
-  return read_value(address, &v) ? v : 0;
-}
 
 // ---- the layouts tmaguard knows (offsets in bytes; x86-64, default build, no free threading)
 
@@ -215,6 +211,27 @@ bool read_frame(const Interpreter& in, uintptr_t code, uintptr_t instr, PythonFr
 
 }  // namespace
 
+namespace {
+// Set once a walk of this interpreter's frames, read safely, found real code objects where its layout says they are:
+// from then on this thread's own frame chain (valid memory: the thread is running tmaguard's code above it) is read
+// with plain loads, which cost nothing beside a system call per frame. Code objects and strings, which a later
+// resolution may find freed, are always read safely.
+std::atomic<bool> g_layout_verified{false};
+
+bool read_frame_bytes(uintptr_t frame, void* out, std::size_t n) {
+  if (g_layout_verified.load(std::memory_order_acquire)) {
+    std::memcpy(out, reinterpret_cast<const void*>(frame), n);
+    return true;
+  }
+  return safe_read(frame, out, n);
+}
+uintptr_t read_word(uintptr_t address) {
+  if (address < 4096) return 0;
+  uintptr_t v = 0;
+  return read_frame_bytes(address, &v, sizeof v) ? v : 0;
+}
+}  // namespace
+
 bool read_python_raw(RawPython& raw) {
   raw = RawPython{};
   raw.taken = true;
@@ -233,10 +250,12 @@ bool read_python_raw(RawPython& raw) {
     return false;
   }
   const Layout& L = *in.layout;
-  uintptr_t frame = read_ptr(read_ptr(tstate + L.tstate_cframe) + L.cframe_current);
-  for (std::size_t guard = 0; frame && raw.n < kMaxRawPythonFrames && guard < 4 * kMaxRawPythonFrames; ++guard) {
+  const uintptr_t cframe = read_word(tstate + L.tstate_cframe);
+  uintptr_t frame = cframe ? read_word(cframe + L.cframe_current) : 0;
+  for (std::size_t guard = 0; frame >= 4096 && raw.n < kMaxRawPythonFrames && guard < 4 * kMaxRawPythonFrames;
+       ++guard) {
     uint8_t f[80];
-    if (!safe_read(frame, f, L.frame_size)) break;
+    if (!read_frame_bytes(frame, f, L.frame_size)) break;
     uintptr_t code, previous, instr;
     std::memcpy(&code, f + L.frame_code, sizeof code);
     std::memcpy(&previous, f + L.frame_previous, sizeof previous);
@@ -245,6 +264,11 @@ bool read_python_raw(RawPython& raw) {
     frame = previous;
   }
   if (raw.n == 0) raw.note = "no Python frames on this thread (it runs no Python code now)";
+  if (raw.n && !g_layout_verified.load(std::memory_order_relaxed)) {
+    uintptr_t type = 0;  // the innermost frame's code object is one of this interpreter's
+    if (read_value(raw.frames[0].code + 8, &type) && type == in.code_type)
+      g_layout_verified.store(true, std::memory_order_release);
+  }
   return raw.n != 0;
 }
 

@@ -404,9 +404,17 @@ void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
     claim(k);
     return;
   }
-  // Where the launch came from, taken now (its frames are gone once it returns) but named only when the worker finds
-  // something to report about these reads.
-  const RawCallSite site = capture_raw_call_site(config().stack);
+  // Where the launch came from: taken now (its frames are gone once it returns), outside the audit's lock (it asks
+  // the loader), and only when a slot is free for its reads (a launch that finds every slot busy takes none: such
+  // launches can be many); named only when the worker finds something to report.
+  RawCallSite site;
+  const bool every = k.audits_left.load(std::memory_order_relaxed) == kAuditEveryLaunch;
+  bool slot_free = every;
+  if (!every) {
+    std::lock_guard<std::mutex> peek(audit_lock());
+    slot_free = !g_free || !g_free->empty();
+  }
+  if (slot_free) site = capture_raw_call_site(config().stack, 12);
   CUcontext ctx = nullptr;
   if (auto get = TG_REAL(cuCtxGetCurrent)) get(&ctx);
   std::unique_lock<std::mutex> lock(audit_lock());
@@ -415,7 +423,6 @@ void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
     k.audits_left.store(0, std::memory_order_relaxed);
     return;
   }
-  const bool every = k.audits_left.load(std::memory_order_relaxed) == kAuditEveryLaunch;
   int last = -1;              // this launch's last read
   bool all_busy = false;      // no slot for any read: the launch leaves the kernel's audits for a later one
   for (std::size_t i = 0; i < reads.size(); ++i) {

@@ -42,7 +42,7 @@ def tensor_map(t, seqlen_contiguous=False):
 
 class Kernel:
     def __init__(self, cubin):
-        torch.cuda.init()
+        torch.zeros(1, device="cuda")  # PyTorch's context (the primary one) is current on this thread from here on
         with open(cubin, "rb") as f:
             self.image = f.read()
         self.module = ok(cu.cuModuleLoadData(self.image))
