@@ -14,6 +14,7 @@
 #include <unwind.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <ctime>
 #include <cstring>
@@ -195,10 +196,33 @@ NativeFrame describe(uintptr_t pc) {
   return f;
 }
 
-// This library's own load address: its frames (the wrapper, the check) are not the job's.
-uintptr_t own_base() {
-  Dl_info self{};
-  return dladdr(reinterpret_cast<void*>(&own_base), &self) ? reinterpret_cast<uintptr_t>(self.dli_fbase) : 0;
+// This library's own code, [first, end) of its loaded segments: its frames (the wrapper, the check) are not the job's.
+// Found once; a frame is then told by two compares, not a loader lookup.
+struct Range {
+  uintptr_t first = 0, end = 0;
+};
+int own_segments(dl_phdr_info* info, std::size_t, void* arg) {
+  auto* r = static_cast<Range*>(arg);
+  const auto self = reinterpret_cast<uintptr_t>(&own_segments);
+  uintptr_t lo = ~uintptr_t{0}, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    lo = std::min<uintptr_t>(lo, info->dlpi_addr + ph.p_vaddr);
+    hi = std::max<uintptr_t>(hi, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+  }
+  if (self < lo || self >= hi) return 0;
+  *r = {lo, hi};
+  return 1;
+}
+Range own_range() {
+  static std::atomic<uintptr_t> first{0}, end{0};
+  if (end.load(std::memory_order_acquire)) return {first.load(std::memory_order_relaxed), end.load()};
+  Range r;
+  dl_iterate_phdr(own_segments, &r);
+  first.store(r.first, std::memory_order_relaxed);
+  end.store(r.end, std::memory_order_release);
+  return r;
 }
 
 }  // namespace
@@ -210,12 +234,9 @@ RawCallSite capture_raw_call_site(StackMode mode, std::size_t max_native) {
     Unwound u;
     u.limit = std::min(max_native, kMaxNativeFrames) + 8;
     _Unwind_Backtrace(collect, &u);
-    const uintptr_t self = own_base();
+    const Range self = own_range();
     for (std::size_t i = 0; i < u.n && raw.n < std::min(max_native, kMaxNativeFrames); ++i) {
-      Dl_info info{};
-      if (self && dladdr(reinterpret_cast<void*>(u.pcs[i] - 1), &info) &&
-          reinterpret_cast<uintptr_t>(info.dli_fbase) == self)
-        continue;  // tmaguard's own frames
+      if (u.pcs[i] > self.first && u.pcs[i] <= self.end) continue;  // tmaguard's own frames
       raw.pcs[raw.n++] = u.pcs[i];
     }
   }

@@ -33,8 +33,10 @@ def tensor_map(t, seqlen_contiguous=False):
     dims, strides = [D, S, H, B], [2 * H * D, 2 * D, 2 * S * H * D]
     if seqlen_contiguous:
         dims, strides = [S, D, H, B], [2 * S, 2 * S * D, 2 * S * H * D]
-    return ok(cu.cuTensorMapEncodeTiled(BF16, 4, t.data_ptr(), dims, strides, [64, 128, 1, 1], [1, 1, 1, 1],
-                                        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+    u64 = lambda xs: [cu.cuuint64_t(x) for x in xs]  # noqa: E731 (cuda-bindings takes its own integer types in lists)
+    u32 = lambda xs: [cu.cuuint32_t(x) for x in xs]  # noqa: E731
+    return ok(cu.cuTensorMapEncodeTiled(BF16, 4, t.data_ptr(), u64(dims), u64(strides), u32([64, 128, 1, 1]),
+                                        u32([1, 1, 1, 1]), cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
                                         cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
                                         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                                         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
@@ -47,6 +49,10 @@ class Kernel:
             self.image = f.read()
         self.module = ok(cu.cuModuleLoadData(self.image))
         self.function = ok(cu.cuModuleGetFunction(self.module, NAME))
+
+
+def launch(stream, params):
+    ok(cu.cuLaunchKernel(FA4Bwd.kernel.function, S // TILE_S, H, B, THREADS, 1, 1, SMEM, stream, params, None))  # LAUNCH
 
 
 class FA4Bwd(torch.autograd.Function):
@@ -72,12 +78,18 @@ class FA4Bwd(torch.autograd.Function):
         seqlen, scale, tail = ctypes.c_int(S), ctypes.c_float(1.0), ctypes.c_longlong(0)
         order = [seqlen, held[0], held[1], held[2], scale, held[3], held[4], held[5], tail]
         args = (ctypes.c_void_p * len(order))(*[ctypes.addressof(a) for a in order])
-        stream = torch.cuda.current_stream().cuda_stream
-        params = ctypes.addressof(args)  # void** (older cuda-bindings: a (values, types) pair, below)
+        stream = cu.CUstream(torch.cuda.current_stream().cuda_stream)
+        params = ctypes.addressof(args)  # void**; where cuda-bindings refuses an int, its (values, types) form
         if not FA4Bwd.address_params:
             params = ((S, maps[0], maps[1], maps[2], 1.0, maps[3], maps[4], maps[5], 0),
                       (ctypes.c_int, None, None, None, ctypes.c_float, None, None, None, ctypes.c_longlong))
-        ok(cu.cuLaunchKernel(FA4Bwd.kernel.function, S // TILE_S, H, B, THREADS, 1, 1, SMEM, stream, params, 0))  # LAUNCH
+        try:
+            launch(stream, params)
+        except TypeError:
+            FA4Bwd.address_params = False
+            params = ((S, maps[0], maps[1], maps[2], 1.0, maps[3], maps[4], maps[5], 0),
+                      (ctypes.c_int, None, None, None, ctypes.c_float, None, None, None, ctypes.c_longlong))
+            launch(stream, params)
         torch.cuda.current_stream().synchronize()
         return None, dk, dv
 

@@ -411,11 +411,12 @@ def callsite():
         py = v[0].get("python_stack", []) if v else []
         native = [f.get("symbol") or f.get("module", "").rsplit("/", 1)[-1] for f in (v[0].get("stack", []) if v else [])]
         top = py[0] if py else {}
+        # the launching frame (launch(), marked LAUNCH), then FA4Bwd.backward on the autograd engine's thread
         named = (top.get("file", "").endswith("callsite_autograd.py") and top.get("line") == line
-                 and "backward" in top.get("function", ""))
+                 and any("FA4Bwd.backward" in f.get("function", "") for f in py[:3]))
         s = events(recs, "summary")
         ran_ok = (p.returncode == 0 and "dk=wrong" in p.stdout) if mode == "log" else p.returncode == -6
-        record(sec, f"transposed dK, {mode} mode: stopped/logged, the record names backward's line {line}",
+        record(sec, f"transposed dK, {mode} mode: stopped/logged, the record names line {line} under FA4Bwd.backward",
                ran_ok and named and bool(native),
                f"rc={p.returncode} {p.stdout.strip()[-160:]!r} python_stack={json.dumps(py)[:700]} "
                f"python_note={v[0].get('python_note') if v else None} native_top={native[:8]} "
