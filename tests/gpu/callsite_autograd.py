@@ -51,14 +51,13 @@ class Kernel:
         self.function = ok(cu.cuModuleGetFunction(self.module, NAME))
 
 
-def launch(stream, params):
-    ok(cu.cuLaunchKernel(FA4Bwd.kernel.function, S // TILE_S, H, B, THREADS, 1, 1, SMEM, stream, params, None))  # LAUNCH
+def launch(stream, params, extra):
+    ok(cu.cuLaunchKernel(FA4Bwd.kernel.function, S // TILE_S, H, B, THREADS, 1, 1, SMEM, stream, params, extra))  # LAUNCH
 
 
 class FA4Bwd(torch.autograd.Function):
     kernel = None
     bad = False
-    address_params = True
     seen_thread = None
 
     @staticmethod
@@ -78,18 +77,23 @@ class FA4Bwd(torch.autograd.Function):
         seqlen, scale, tail = ctypes.c_int(S), ctypes.c_float(1.0), ctypes.c_longlong(0)
         order = [seqlen, held[0], held[1], held[2], scale, held[3], held[4], held[5], tail]
         args = (ctypes.c_void_p * len(order))(*[ctypes.addressof(a) for a in order])
-        stream = cu.CUstream(torch.cuda.current_stream().cuda_stream)
-        params = ctypes.addressof(args)  # void**; where cuda-bindings refuses an int, its (values, types) form
-        if not FA4Bwd.address_params:
-            params = ((S, maps[0], maps[1], maps[2], 1.0, maps[3], maps[4], maps[5], 0),
-                      (ctypes.c_int, None, None, None, ctypes.c_float, None, None, None, ctypes.c_longlong))
-        try:
-            launch(stream, params)
-        except TypeError:
-            FA4Bwd.address_params = False
-            params = ((S, maps[0], maps[1], maps[2], 1.0, maps[3], maps[4], maps[5], 0),
-                      (ctypes.c_int, None, None, None, ctypes.c_float, None, None, None, ctypes.c_longlong))
-            launch(stream, params)
+        raw_stream = torch.cuda.current_stream().cuda_stream
+        as_tuple = ((S, maps[0], maps[1], maps[2], 1.0, maps[3], maps[4], maps[5], 0),
+                    (ctypes.c_int, None, None, None, ctypes.c_float, None, None, None, ctypes.c_longlong))
+        # cuda-bindings versions differ in the argument types they take: the first form it accepts launches (a refused
+        # form raises TypeError while its arguments are converted, before the driver is called)
+        errors = []
+        for params, stream, extra in ((ctypes.addressof(args), cu.CUstream(raw_stream), 0),
+                                      (ctypes.addressof(args), raw_stream, 0),
+                                      (as_tuple, cu.CUstream(raw_stream), 0),
+                                      (ctypes.addressof(args), cu.CUstream(raw_stream), None)):
+            try:
+                launch(stream, params, extra)
+                break
+            except TypeError as e:
+                errors.append(str(e))
+        else:
+            raise TypeError(f"cuda-bindings took none of the launch forms: {errors}")
         torch.cuda.current_stream().synchronize()
         return None, dk, dv
 
