@@ -1,4 +1,4 @@
-// tmaguard shim: the launching thread's Python frames, read the way a sampling profiler reads them: from the thread's
+// tmaguard shim: the launching thread's Python frames (CPython 3.9 to 3.13), read the way a sampling profiler reads them: from the thread's
 // own frame chain, which is suspended while this thread runs tmaguard's code, without the GIL and without calling
 // into Python (it is never initialised, never entered, never waited on). The interpreter is found with dlsym in the
 // process; its structures are read by the layout of its version, every read through safe_read (a read of a bad
@@ -58,19 +58,36 @@ bool read_value(uintptr_t address, T* out) {
 
 // ---- the layouts tmaguard knows (offsets in bytes; x86-64, default build, no free threading)
 
+// How a version keeps a thread's frames:
+//   kFrameObjects   3.9, 3.10: PyThreadState::frame, a PyFrameObject chain (f_back), the instruction as f_lasti
+//   kCFrame         3.11, 3.12: PyThreadState::cframe -> current_frame, _PyInterpreterFrame chain (previous)
+//   kCurrentFrame   3.13: PyThreadState::current_frame, _PyInterpreterFrame chain
+enum class FrameModel { kFrameObjects, kCFrame, kCurrentFrame };
+
 struct Layout {
-  int version;            // 311, 312
-  std::size_t tstate_cframe;    // PyThreadState::cframe (_PyCFrame*)
-  std::size_t cframe_current;   // _PyCFrame::current_frame
+  int version;  // 309 .. 313
+  FrameModel model;
+  std::size_t tstate_frame;     // PyThreadState's field that leads to the current frame (frame, cframe, current_frame)
+  std::size_t cframe_current;   // kCFrame: _PyCFrame::current_frame
   std::size_t frame_code, frame_previous, frame_instr, frame_owner, frame_size;
   int owner_cstack;             // FRAME_OWNED_BY_CSTACK: an entry frame of the C stack, no code of its own (-1: none)
-  std::size_t code_filename, code_qualname, code_linetable, code_firstlineno, code_adaptive;
+  std::size_t code_filename, code_name, code_linetable, code_firstlineno, code_adaptive, code_size;
   std::size_t ascii_data, compact_data;  // where a compact str's characters start (ASCII / other)
+  int line_format;     // python_line()'s format: 39, 310, 311
+  int lasti_per_unit;  // kFrameObjects: f_lasti counts bytes (2) or code units (1)
 };
-// CPython 3.11 (Include/cpython/pystate.h, Include/internal/pycore_frame.h, Include/cpython/code.h).
-constexpr Layout k311{311, 56, 8, 32, 48, 56, 69, 72, -1, 112, 128, 136, 72, 184, 48, 72};
-// CPython 3.12: frames start with f_code and previous; entry frames of the C stack are frames of their own.
-constexpr Layout k312{312, 56, 0, 0, 8, 56, 70, 72, 3, 112, 128, 136, 68, 192, 40, 56};
+// Offsets from CPython's own headers (Include/cpython/pystate.h, code.h, frameobject.h, internal/pycore_frame.h of
+// each version), x86-64, default builds; each one measured in a running interpreter of that version
+// (tests/gpu/python_layout.py measures the ones of 3.11 and 3.12). code_name is co_qualname from 3.11 on, co_name
+// before (3.9 and 3.10 have no qualified name).
+constexpr Layout k309{309, FrameModel::kFrameObjects, 24, 0, 32, 24, 104, 0, 112, -1, 104, 112, 120, 40, 0, 128, 48, 72,
+                      39, 2};
+constexpr Layout k310{310, FrameModel::kFrameObjects, 24, 0, 32, 24, 96, 0, 104, -1, 104, 112, 120, 40, 0, 128, 48, 72,
+                      310, 1};
+constexpr Layout k311{311, FrameModel::kCFrame, 56, 8, 32, 48, 56, 69, 72, -1, 112, 128, 136, 72, 184, 184, 48, 72, 311, 0};
+constexpr Layout k312{312, FrameModel::kCFrame, 56, 0, 0, 8, 56, 70, 72, 3, 112, 128, 136, 68, 192, 192, 40, 56, 311, 0};
+constexpr Layout k313{313, FrameModel::kCurrentFrame, 72, 0, 0, 8, 56, 70, 72, 3, 112, 128, 136, 68, 200, 200, 40, 56,
+                      311, 0};
 
 struct Interpreter {
   const Layout* layout = nullptr;
@@ -120,11 +137,11 @@ Interpreter* discover() {
     in->version = std::string(v, std::strcspn(v, " "));
     std::sscanf(v, "%d.%d", &major, &minor);
   }
-  if (major == 3 && minor == 11) in->layout = &k311;
-  if (major == 3 && minor == 12) in->layout = &k312;
+  for (const Layout* l : {&k309, &k310, &k311, &k312, &k313})
+    if (major == 3 && minor == l->version % 100) in->layout = l;
   if (!in->layout)
     in->note = "CPython " + (in->version.empty() ? std::string("?") : in->version) +
-               ": tmaguard reads the frames of CPython 3.11 and 3.12 only";
+               ": tmaguard reads the frames of CPython 3.9 to 3.13 only";
   else if (!in->this_thread_state || !in->code_type || !in->unicode_type || !in->bytes_type)
     in->note = "CPython " + in->version + " without the symbols tmaguard needs";
   return in;
@@ -182,7 +199,7 @@ std::string read_str(const Interpreter& in, uintptr_t obj) {
 bool read_frame(const Interpreter& in, uintptr_t code, uintptr_t instr, PythonFrame& out) {
   const Layout& L = *in.layout;
   uint8_t co[256];
-  if (L.code_adaptive > sizeof co || !safe_read(code, co, L.code_adaptive)) return false;
+  if (L.code_size > sizeof co || !safe_read(code, co, L.code_size)) return false;
   auto field = [&](std::size_t at) {
     uintptr_t v;
     std::memcpy(&v, co + at, sizeof v);
@@ -192,19 +209,25 @@ bool read_frame(const Interpreter& in, uintptr_t code, uintptr_t instr, PythonFr
   int first_line = 0;
   std::memcpy(&first_line, co + L.code_firstlineno, sizeof first_line);
   out.file = read_str(in, field(L.code_filename));
-  out.function = read_str(in, field(L.code_qualname));
+  out.function = read_str(in, field(L.code_name));
   const uintptr_t table = field(L.code_linetable);
   struct {
     uintptr_t refcnt, type;
     int64_t size;
   } bytes{};
   out.line = 0;
-  if (read_value(table, &bytes) && bytes.type == in.bytes_type && bytes.size > 0 && bytes.size < (1 << 20)) {
+  if (read_value(table, &bytes) && bytes.type == in.bytes_type && bytes.size == 0) {
+    out.line = first_line;  // a code object of one line (3.9's lambdas): its table is empty
+  } else if (read_value(table, &bytes) && bytes.type == in.bytes_type && bytes.size > 0 && bytes.size < (1 << 20)) {
     std::string t(static_cast<std::size_t>(bytes.size), '\0');
-    const auto index = static_cast<int64_t>(instr - (code + L.code_adaptive)) / 2;
+    // The instruction as an index in code units: from the frame's instruction pointer (3.11 on), or its f_lasti
+    // (3.9: bytes, 3.10: code units).
+    const int64_t index = L.model == FrameModel::kFrameObjects
+                              ? static_cast<int64_t>(static_cast<int32_t>(instr)) / L.lasti_per_unit
+                              : static_cast<int64_t>(instr - (code + L.code_adaptive)) / 2;
     if (safe_read(table + 32, t.data(), t.size()) && index >= 0 && index < (1 << 28))
       out.line = python_line(reinterpret_cast<const uint8_t*>(t.data()), t.size(), first_line,
-                             static_cast<int>(index), 311);
+                             static_cast<int>(index), L.line_format);
   }
   return true;
 }
@@ -250,17 +273,24 @@ bool read_python_raw(RawPython& raw) {
     return false;
   }
   const Layout& L = *in.layout;
-  const uintptr_t cframe = read_word(tstate + L.tstate_cframe);
-  uintptr_t frame = cframe ? read_word(cframe + L.cframe_current) : 0;
+  uintptr_t frame = read_word(tstate + L.tstate_frame);
+  if (L.model == FrameModel::kCFrame) frame = frame ? read_word(frame + L.cframe_current) : 0;
   for (std::size_t guard = 0; frame >= 4096 && raw.n < kMaxRawPythonFrames && guard < 4 * kMaxRawPythonFrames;
        ++guard) {
-    uint8_t f[80];
-    if (!read_frame_bytes(frame, f, L.frame_size)) break;
-    uintptr_t code, previous, instr;
+    uint8_t f[128];
+    if (L.frame_size > sizeof f || !read_frame_bytes(frame, f, L.frame_size)) break;
+    uintptr_t code, previous, instr = 0;
     std::memcpy(&code, f + L.frame_code, sizeof code);
     std::memcpy(&previous, f + L.frame_previous, sizeof previous);
-    std::memcpy(&instr, f + L.frame_instr, sizeof instr);
-    if (static_cast<signed char>(f[L.frame_owner]) != L.owner_cstack) raw.frames[raw.n++] = {code, instr};
+    if (L.model == FrameModel::kFrameObjects) {
+      int32_t lasti;  // f_lasti
+      std::memcpy(&lasti, f + L.frame_instr, sizeof lasti);
+      instr = static_cast<uint32_t>(lasti);
+    } else {
+      std::memcpy(&instr, f + L.frame_instr, sizeof instr);
+    }
+    if (L.owner_cstack < 0 || static_cast<signed char>(f[L.frame_owner]) != L.owner_cstack)
+      raw.frames[raw.n++] = {code, instr};
     frame = previous;
   }
   if (raw.n == 0) raw.note = "no Python frames on this thread (it runs no Python code now)";

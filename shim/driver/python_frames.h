@@ -1,4 +1,4 @@
-// tmaguard shim: the launching thread's Python frames (CPython 3.11 and 3.12), read without the GIL and without
+// tmaguard shim: the launching thread's Python frames (CPython 3.9 to 3.13), read without the GIL and without
 // calling into Python (python_frames.cpp says how).
 #pragma once
 

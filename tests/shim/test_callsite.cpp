@@ -3,7 +3,12 @@
 // without the GIL (ctypes releases it around the call, as PyTorch's op bindings do).
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -48,6 +53,65 @@ TEST(CallSite, ACppJobsRecordNamesItsOwnFunction) {
   // No interpreter in this process: said, not guessed.
   EXPECT_TRUE(v["python_stack"].empty());
   EXPECT_EQ(v.value("python_note", ""), "no Python interpreter in this process");
+}
+
+// Every CPython this machine has: the system's, and any under ~/.pyenv/versions (a machine with pyenv has several).
+std::vector<std::string> interpreters() {
+  std::vector<std::string> out = {TG_PYTHON};
+  const char* home = std::getenv("HOME");
+  const std::string base = std::string(home ? home : "/root") + "/.pyenv/versions";
+  if (DIR* d = opendir(base.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      const std::string python = base + "/" + e->d_name + "/bin/python3";
+      if (std::string(e->d_name).rfind("3.", 0) == 0 && access(python.c_str(), X_OK) == 0) out.push_back(python);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// The version a Python prints for itself ("3.10"), or "".
+std::string version_of(const std::string& python) {
+  const ProcessResult p = run_process({python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"}, {});
+  return p.code == 0 ? p.out.substr(0, p.out.find('\n')) : "";
+}
+
+// Every CPython from 3.9 to 3.13 this machine has, from its main thread and a second thread: the record names the
+// job's file, the launching function and the line marked LAUNCH; an older one says it is not read, and guesses
+// nothing.
+TEST(CallSite, EveryCPythonVersionIsReadOrSaysSo) {
+  const int line = launch_line();
+  int read = 0;
+  std::string seen;
+  for (const std::string& python : interpreters()) {
+    const std::string version = version_of(python);
+    if (version.empty()) continue;
+    const int minor = std::atoi(version.c_str() + version.find('.') + 1);
+    const bool supported = version.rfind("3.", 0) == 0 && minor >= 9 && minor <= 13;
+    for (const char* where : {"main", "thread"}) {
+      const ClientRun r = run_preloaded({python, TG_CALLSITE_JOB, TG_CLIENT_LIB, "fa4_dk_bad", where},
+                                        {{"TMAGUARD_MODE", "log"}});
+      ASSERT_EQ(r.events("violation").size(), 1u) << python << " " << where << "\n" << describe(r);
+      const json v = r.events("violation")[0];
+      const json py = v.value("python_stack", json::array());
+      if (!supported) {
+        EXPECT_TRUE(py.empty()) << python << " " << v.dump();
+        EXPECT_NE(v.value("python_note", "").find("3.9 to 3.13 only"), std::string::npos) << python << " " << v.dump();
+        continue;
+      }
+      ASSERT_FALSE(py.empty()) << python << " " << where << " " << v.dump();
+      EXPECT_EQ(py[0].value("function", ""), "launch_from_python") << python << " " << py.dump();
+      EXPECT_EQ(py[0].value("line", 0), line) << python << " " << py.dump();
+      if (std::string(where) == "thread") {
+        EXPECT_NE(py[1].value("function", "").find("<lambda>"), std::string::npos) << python << " " << py.dump();
+        EXPECT_GT(py[1].value("line", 0), 0) << python << " " << py.dump();
+      }
+    }
+    if (supported) ++read;
+    seen += " " + version;
+  }
+  EXPECT_GE(read, 1);
+  std::printf("CPython versions checked:%s\n", seen.c_str());
 }
 
 // A Python job launching through ctypes from its main thread, then from a second Python thread: the record names the
