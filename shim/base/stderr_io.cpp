@@ -27,71 +27,70 @@ namespace {
 std::atomic<bool> g_cannot_work_said{false};
 }  // namespace
 
-// Writes all of [p, p + n) to fd; false when the descriptor refuses it. SIGPIPE is blocked for this thread during
-// the write, and a SIGPIPE the write itself raised is consumed (one that was already pending is left alone).
+// For the duration of a write: SIGPIPE blocked for this thread, and a SIGPIPE the write itself raised consumed (one
+// that was already pending is left alone), so that a descriptor whose reader is gone never kills the job.
+class QuietPipe {
+ public:
+  QuietPipe() {
+    sigemptyset(&pipe_set_);
+    sigaddset(&pipe_set_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set_, &old_);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE);
+  }
+  ~QuietPipe() {
+    if (failed_ && errno == EPIPE && !was_pending_) {
+      const timespec zero{0, 0};
+      sigtimedwait(&pipe_set_, nullptr, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  QuietPipe(const QuietPipe&) = delete;
+  QuietPipe& operator=(const QuietPipe&) = delete;
+  //! The write failed (with errno set): a SIGPIPE it raised is consumed.
+  bool fail() {
+    failed_ = true;
+    return false;
+  }
+
+ private:
+  sigset_t pipe_set_, old_;
+  bool was_pending_ = false;
+  bool failed_ = false;
+};
+
+// Writes all of [p, p + n) to fd; false when the descriptor refuses it (SIGPIPE quieted: QuietPipe).
 bool write_whole(int fd, const char* p, std::size_t n) {
-  sigset_t pipe_set, old;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  sigset_t pending;
-  sigpending(&pending);
-  const bool was_pending = sigismember(&pending, SIGPIPE);
-  bool ok = true;
+  QuietPipe quiet;
   while (n > 0) {
     const ssize_t w = ::write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      ok = false;
-      break;
-    }
+    if (w <= 0) return quiet.fail();
     p += w;
     n -= static_cast<std::size_t>(w);
   }
-  if (!ok && errno == EPIPE && !was_pending) {
-    const timespec zero{0, 0};
-    sigtimedwait(&pipe_set, nullptr, &zero);
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return ok;
+  return true;
 }
 
 bool write_bounded(int fd, const char* p, std::size_t n, int timeout_ms) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  sigset_t pipe_set, old;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  sigset_t pending;
-  sigpending(&pending);
-  const bool was_pending = sigismember(&pending, SIGPIPE);
-  bool ok = true;
+  QuietPipe quiet;
   while (n > 0) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     pollfd pfd{fd, POLLOUT, 0};
     const int ready = left > 0 ? ::poll(&pfd, 1, static_cast<int>(left)) : 0;
     if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0 || (pfd.revents & (POLLERR | POLLNVAL))) {
-      ok = false;
-      break;
-    }
+    if (ready <= 0 || (pfd.revents & (POLLERR | POLLNVAL))) return quiet.fail();
     // Writable: a pipe has a free buffer, so a write of PIPE_BUF bytes or less does not block.
     const ssize_t w = ::write(fd, p, n < PIPE_BUF ? n : PIPE_BUF);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      ok = false;
-      break;
-    }
+    if (w <= 0) return quiet.fail();
     p += w;
     n -= static_cast<std::size_t>(w);
   }
-  if (!ok && errno == EPIPE && !was_pending) {
-    const timespec zero{0, 0};
-    sigtimedwait(&pipe_set, nullptr, &zero);
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return ok;
+  return true;
 }
 
 namespace {
