@@ -266,10 +266,13 @@ struct EntrySlots {
   }
 };
 
-// Whether every watched place of the entry still holds no map.
+// Whether every watched place of the entry still holds no map. The parameter's address is read once: a large
+// struct has dozens of watched places, and reading kernelParams again for each would add a load and a test per
+// place to every repeated launch of it.
 __attribute__((always_inline)) inline bool watched_clean(const MemoEntry& e, const LaunchView& v) {
+  const uint8_t* p = v.param(e.watch_param);
   for (uint64_t m = e.watch_mask; m; m &= m - 1)
-    if (watched_place_may_hold_map(v.param(e.watch_param, 64 * static_cast<std::size_t>(__builtin_ctzll(m)))))
+    if (watched_place_may_hold_map(p ? p + 64 * static_cast<std::size_t>(__builtin_ctzll(m)) : nullptr))
       return false;
   return true;
 }
