@@ -100,22 +100,23 @@ struct Interpreter {
 
 void* symbol(void* handle, const char* name) { return real_dlsym() ? real_dlsym()(handle, name) : nullptr; }
 
-// A loaded libpython (an interpreter embedded with RTLD_LOCAL is not in the global scope).
+// A loaded libpython's file name (an interpreter embedded with RTLD_LOCAL is not in the global scope). Only the name
+// is taken here: dlopen inside dl_iterate_phdr's callback would wait for the loader's lock while holding the lock a
+// dlopen in another thread waits for.
 int find_libpython(dl_phdr_info* info, std::size_t, void* out) {
   const char* name = info->dlpi_name;
-  if (name && std::strstr(name, "libpython3")) {
-    *static_cast<void**>(out) = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
-    return *static_cast<void**>(out) != nullptr;
-  }
-  return 0;
+  if (!name || !std::strstr(name, "libpython3")) return 0;
+  *static_cast<std::string*>(out) = name;
+  return 1;
 }
 
 Interpreter* discover() {
   auto* in = new Interpreter;
   void* handle = RTLD_DEFAULT;  // (a null pointer: the global scope)
   if (!symbol(handle, "Py_IsInitialized")) {
-    void* lib = nullptr;
-    dl_iterate_phdr(find_libpython, &lib);
+    std::string name;
+    dl_iterate_phdr(find_libpython, &name);
+    void* lib = name.empty() ? nullptr : dlopen(name.c_str(), RTLD_LAZY | RTLD_NOLOAD);
     handle = lib ? lib : RTLD_DEFAULT;
   }
   if (!symbol(handle, "Py_IsInitialized")) {
