@@ -15,7 +15,8 @@
 // when/require/check entries share the check kinds of check_kinds.cpp (kind = "...", a and b, or map):
 // same_innermost, same_dims, same_strides, same_address, distinct_address, permutation_of, dims_extend,
 // same_outer_dims, same_dim (dim, dim_b), same_dtype (a, b; b may list several maps); dtype, swizzle, encoder (map, allowed = [..]);
-// rank (map, equals); alignment (map, bytes); strides_increasing (map); no_overlap (a, b).
+// rank (map, equals); alignment (map, bytes); strides_increasing (map); no_overlap (a, b); disjoint_elements (a, b);
+// has_dim_of (a, b, dim). A rule with the id of a built-in rule replaces it only with replaces_builtin = true.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,7 @@ struct RuleSet;  // opaque: parsed and validated rules
 struct RulesResult {
   std::shared_ptr<const RuleSet> rules;  // null when errors is not empty
   std::vector<std::string> errors;       // "FILE:LINE: what is wrong", one line each
+  std::vector<std::string> notices;      // what the file changes besides adding rules (a built-in rule it replaces)
 };
 
 //! Parses and validates rule text. `source` names it in messages (a path, or "built-in").
@@ -42,8 +44,12 @@ RulesResult parse_rules(std::string_view text, std::string_view source);
 inline constexpr uint64_t kMaxRulesFileBytes = 64ULL << 20;
 //! Reads and parses a rules file: what the library does at start for each TMAGUARD_RULES entry and what
 //! `tmaguard check-rules` does, so the two can never disagree. Only a regular file of at most kMaxRulesFileBytes
-//! is read; anything else (unreadable, a directory, a device, a FIFO, too large) is one error naming it.
+//! is read; anything else (unreadable, a directory, a device, a FIFO, too large) is one error naming it. A rule whose
+//! id is a built-in rule's replaces that rule only with `replaces_builtin = true` (a notice says so); without it the
+//! file is in error, since the replacement would switch the built-in check off in silence.
 RulesResult load_rules_file(const std::string& path);
+//! The ids of the built-in rules (rule ids, not finding ids).
+const std::vector<std::string>& builtin_rule_ids();
 //! Several rule sets into one; a later rule with the same id replaces an earlier one (user rules override presets).
 std::shared_ptr<const RuleSet> merge_rules(const std::vector<std::shared_ptr<const RuleSet>>& sets);
 //! The built-in preset (the FA4 SM100 backward guard).

@@ -138,6 +138,12 @@ struct ByteRange {
 };
 std::optional<ByteRange> map_range(const EncodeArgs& a);
 
+//! Whether two maps address a common byte (two outputs of one launch must not: the stores of one overwrite the
+//! other). Exact for maps with the same layout at different addresses (views into one packed buffer, interleaved or
+//! not) and a bounded search for other pairs; nullopt when it cannot tell (a template, a map on address wraparound,
+//! rows that overlap within one map, or more than the search's budget of sub-blocks).
+std::optional<bool> maps_share_bytes(const EncodeArgs& a, const EncodeArgs& b);
+
 //! Encodes like the real driver: 0 (CUDA_SUCCESS) and 128 bytes, or 1 (CUDA_ERROR_INVALID_VALUE) with the first
 //! 12 bytes written and `problem` set. Byte format pinned to H200 captures (tests/data/encode_golden_h200.txt).
 int encode(const EncodeArgs& a, uint8_t out[kTensorMapBytes], EncodeProblem* problem = nullptr);
@@ -238,41 +244,52 @@ TensorMapView judged_view(const TensorMapView& v);
 //! must be ones the driver accepts (0); otherwise 1 and nothing but the address is written.
 int encode_in_form(Encoder form, const EncodeArgs& a, uint8_t out[kTensorMapBytes]);
 
-//! 64-bit content hash of all 128 bytes: every bit that can change a verdict (word 2 bit 21 decides whether a
+//! The key of content_hash: sixteen 64-bit words, one per 8-byte word of a descriptor. The shim draws a random one
+//! per process (base/hash_key.h) for every hash that decides whether a launch may skip its check, so that bytes
+//! crafted against a known key (a lane of words the TMA unit ignores set to force a sum) cannot collide with a clean
+//! launch's; kFixedHashKey serves tests, fuzzers and benchmarks.
+struct HashKey {
+  uint64_t k[16];
+};
+inline constexpr HashKey kFixedHashKey{{0xbe4ba423396cfeb8ULL, 0x1cad21f72c81017cULL, 0xdb979083e96dd4deULL,
+                                        0x1f67b3b7a4a44072ULL, 0x78e5c0cc4ee679cbULL, 0x2172ffcc7dd05a82ULL,
+                                        0x8e2443f7744608b8ULL, 0x4c263a81e69035e0ULL, 0xcb00c391bb52283cULL,
+                                        0xa32e531b8b65d088ULL, 0x4ef90da297486471ULL, 0xd8acdea946ef1938ULL,
+                                        0x3f349ce33f76faa8ULL, 0x1d4f0bc7c7bbdcf9ULL, 0x3159b4cd4be0518aULL,
+                                        0x647378d9c97e9fc8ULL}};
+
+//! 64-bit keyed content hash of all 128 bytes: every bit that can change a verdict (word 2 bit 21 decides whether a
 //! would-reject finding is an error) is in it, so a launch key made of these hashes never calls different bytes
-//! clean. Inline: the launch fast path hashes every tensor-map parameter. XXH3-style multiply-fold over eight
-//! independent lane pairs (independent 64x64->128 products pipeline), then an avalanche; the lane keys are
-//! immediates in the code, so no data line is read besides the descriptor's own two.
-inline uint64_t content_hash(const uint8_t bytes[kTensorMapBytes]) {
-  uint64_t acc = 0x9e3779b97f4a7c15ULL;
-  auto lane = [&](int i, uint64_t ka, uint64_t kb) {
+//! clean. Inline: the launch fast path hashes every tensor-map parameter. NH, UMAC's universal hash: the sum, modulo
+//! 2^128, of (m[2i] + k[2i]) * (m[2i+1] + k[2i+1]) over the eight word pairs (two different descriptors collide for at
+//! most a 2^-64 share of keys, whatever bytes an adversary picks without knowing the key); then both halves of the
+//! sum folded with a keyed multiply and an avalanche. Eight independent 64x64->128 products pipeline.
+inline uint64_t content_hash(const uint8_t bytes[kTensorMapBytes], const HashKey& key) {
+  unsigned __int128 acc = 0;
+  for (int i = 0; i < 8; ++i) {
     uint64_t a, b;
     __builtin_memcpy(&a, bytes + 16 * i, 8);
     __builtin_memcpy(&b, bytes + 16 * i + 8, 8);
-    const unsigned __int128 p = static_cast<unsigned __int128>(a ^ ka) * (b ^ kb);
-    acc += static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64);
-  };
-  lane(0, 0xbe4ba423396cfeb8ULL, 0x1cad21f72c81017cULL);
-  lane(1, 0xdb979083e96dd4deULL, 0x1f67b3b7a4a44072ULL);
-  lane(2, 0x78e5c0cc4ee679cbULL, 0x2172ffcc7dd05a82ULL);
-  lane(3, 0x8e2443f7744608b8ULL, 0x4c263a81e69035e0ULL);
-  lane(4, 0xcb00c391bb52283cULL, 0xa32e531b8b65d088ULL);
-  lane(5, 0x4ef90da297486471ULL, 0xd8acdea946ef1938ULL);
-  lane(6, 0x3f349ce33f76faa8ULL, 0x1d4f0bc7c7bbdcf9ULL);
-  lane(7, 0x3159b4cd4be0518aULL, 0x647378d9c97e9fc8ULL);
-  acc ^= acc >> 37;
-  acc *= 0x165667919e3779f9ULL;
-  acc ^= acc >> 32;
-  return acc;
+    acc += static_cast<unsigned __int128>(a + key.k[2 * i]) * (b + key.k[2 * i + 1]);
+  }
+  uint64_t h = static_cast<uint64_t>(acc) ^ ((static_cast<uint64_t>(acc >> 64) ^ key.k[0]) * 0x9e3779b97f4a7c15ULL);
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
 }
+//! The same with the fixed key (tests, fuzzers, benchmarks).
+inline uint64_t content_hash(const uint8_t bytes[kTensorMapBytes]) { return content_hash(bytes, kFixedHashKey); }
 
 //! The hash provenance is recorded and looked up by: content_hash with word 2 bit 21 cleared, because CUTLASS and
 //! Triton clear that flag after encoding (on drivers that set it), and the cleared bytes still came from the encode.
-inline uint64_t provenance_hash(const uint8_t bytes[kTensorMapBytes]) {
+inline uint64_t provenance_hash(const uint8_t bytes[kTensorMapBytes], const HashKey& key = kFixedHashKey) {
   uint8_t b[kTensorMapBytes];
   __builtin_memcpy(b, bytes, kTensorMapBytes);
   b[10] &= static_cast<uint8_t>(~(1u << 5));  // word 2 (bytes 8-11), bit 21 = byte 10 bit 5
-  return content_hash(b);
+  return content_hash(b, key);
 }
 
 }  // namespace tmaguard

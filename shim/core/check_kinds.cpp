@@ -278,6 +278,33 @@ Result no_overlap(const Check& c, const TensorMapView& av, const TensorMapView* 
       fmt::format("{} spans [0x{:x}, 0x{:x}) and {} spans [0x{:x}, 0x{:x})", c.a, a0, a1, bname(c), b0, b1)};
 }
 
+// Two outputs of one launch need bytes of their own: the stores of one must not land on the other's (dK and dV as
+// one buffer, or views that overlap). Views into one packed buffer that interleave without sharing a byte are fine.
+Result disjoint_elements(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  std::optional<bool> share;
+  if (av.address == b->address && av.address != 0)
+    share = true;  // both hold the element at their base
+  else if (!av.ragged_dims && !b->ragged_dims)  // a ragged tensor's extent is per sequence: no other claim
+    share = maps_share_bytes(av.encode_args(), b->encode_args());
+  if (!share || !*share) return std::nullopt;
+  return CheckFailure{fmt::format("{} and {} have bytes of their own (no element of one is an element of the other)",
+                                  c.a, bname(c)),
+                      fmt::format("{} at 0x{:x} (dims {}, strides {}) and {} at 0x{:x} (dims {}, strides {}) address "
+                                  "the same bytes",
+                                  c.a, av.address, dims_str(av), strides_str(av), bname(c), b->address, dims_str(*b),
+                                  strides_str(*b))};
+}
+
+// One of a's dims is b's dim N (a dK holds K's head dim somewhere, whatever order or padding the rest has).
+Result has_dim_of(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  const auto j = static_cast<uint32_t>(c.number);
+  if (j < b->rank)
+    for (uint32_t i = 0; i < av.rank; ++i)
+      if (same_extent(av, i, *b, j)) return std::nullopt;
+  return CheckFailure{fmt::format("one of {}'s dims is {}'s dim {}", c.a, bname(c), c.number),
+                      fmt::format("{} dims {}, {} dims {}", c.a, dims_str(av), bname(c), dims_str(*b))};
+}
+
 }  // namespace
 
 const std::vector<CheckKind>& check_kinds() {
@@ -293,6 +320,8 @@ const std::vector<CheckKind>& check_kinds() {
       {"strides_increasing", false, {}, no_keys, strides_increasing},
       {"distinct_elements", false, {}, no_keys, distinct_elements},
       {"no_overlap", true, {}, no_keys, no_overlap},
+      {"disjoint_elements", true, {}, no_keys, disjoint_elements},
+      {"has_dim_of", true, {"dim"}, parse_dim, has_dim_of},
       {"same_address", true, {}, no_keys, same_address},
       {"distinct_address", true, {}, no_keys, distinct_address},
       {"permutation_of", true, {}, no_keys, permutation_of},

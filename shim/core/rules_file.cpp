@@ -10,6 +10,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include <algorithm>
+
+#include "rules_model.h"
 #include "tmaguard/rules.h"
 
 namespace tmaguard {
@@ -22,6 +25,28 @@ const char* file_kind(mode_t m) {
   if (S_ISFIFO(m)) return "a FIFO";
   if (S_ISSOCK(m)) return "a socket";
   return "not a file";
+}
+
+// A user rule with a built-in rule's id replaces it (merge_rules), and with it the built-in check for every kernel:
+// only on purpose (replaces_builtin = true), and said.
+void judge_builtin_ids(const RuleSet& rules, const std::string& path, RulesResult& res) {
+  const std::vector<std::string>& builtin = builtin_rule_ids();
+  for (const Rule& r : rules.rules) {
+    const bool is_builtin = std::find(builtin.begin(), builtin.end(), r.id) != builtin.end();
+    if (is_builtin && r.replaces_builtin)
+      res.notices.push_back(fmt::format("{}: rule '{}' replaces the built-in rule of that id (replaces_builtin = true)",
+                                        path, r.id));
+    else if (is_builtin)
+      res.errors.push_back(fmt::format(
+          "{}: rule '{}' has the id of a built-in rule and would replace it, switching its check off for every "
+          "kernel; give the rule another id, or set replaces_builtin = true to replace the built-in rule on purpose",
+          path, r.id));
+    else if (r.replaces_builtin)
+      res.errors.push_back(fmt::format("{}: rule '{}' sets replaces_builtin = true, but no built-in rule has that id "
+                                       "(tmaguard check-rules --builtin lists them)",
+                                       path, r.id));
+  }
+  if (!res.errors.empty()) res.rules = nullptr;
 }
 
 struct Fd {
@@ -54,7 +79,21 @@ RulesResult load_rules_file(const std::string& path) {
     got += static_cast<std::size_t>(n);
   }
   text.resize(got);
-  return parse_rules(text, path);
+  RulesResult res = parse_rules(text, path);
+  // A copy of a built-in preset file (rules/fa4_*.toml, as check-rules is run on them) replaces nothing.
+  if (res.rules && builtin_rules_text().find(text) == std::string_view::npos) judge_builtin_ids(*res.rules, path, res);
+  return res;
+}
+
+const std::vector<std::string>& builtin_rule_ids() {
+  static const std::vector<std::string> ids = [] {
+    std::vector<std::string> out;
+    const RulesResult b = parse_rules(builtin_rules_text(), "built-in rules");
+    if (b.rules)
+      for (const Rule& r : b.rules->rules) out.push_back(r.id);
+    return out;
+  }();
+  return ids;
 }
 
 }  // namespace tmaguard

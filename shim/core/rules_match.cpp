@@ -133,8 +133,22 @@ int search(const KernelPattern& p, std::string_view name) {
   return rc == PCRE2_ERROR_NOMATCH ? 0 : -1;
 }
 
+bool digit(char c) { return c >= '0' && c <= '9'; }
+
+// `kernel = "...Sm90"` names that class, not ...Sm900: a match whose first (last) character is a digit must not have
+// a digit before (after) it in the name.
+bool contains_bounded(std::string_view name, std::string_view sub) {
+  for (std::size_t at = name.find(sub); at != std::string_view::npos; at = name.find(sub, at + 1)) {
+    const std::size_t end = at + sub.size();
+    const bool open_left = !digit(sub.front()) || at == 0 || !digit(name[at - 1]);
+    const bool open_right = !digit(sub.back()) || end == name.size() || !digit(name[end]);
+    if (open_left && open_right) return true;
+  }
+  return false;
+}
+
 int matches(const Rule& r, std::string_view name) {
-  if (!r.substring.empty()) return name.find(r.substring) != std::string_view::npos;
+  if (!r.substring.empty()) return contains_bounded(name, r.substring);
   return r.pattern ? search(*r.pattern, name) : 0;
 }
 

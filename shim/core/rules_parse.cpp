@@ -311,8 +311,15 @@ class Parser {
     }
     keys_known(t,
                {"id", "kernel", "kernel_glob", "kernel_regex", "map_count", "expect_map_count", "severity", "action",
-                "hint", "maps", "when", "require", "signature_id", "not_checkable", "not_checkable_message", "check"},
+                "hint", "maps", "when", "require", "signature_id", "not_checkable", "not_checkable_message", "check",
+                "replaces_builtin"},
                where);
+    if (const toml::node* n = t.get("replaces_builtin")) {
+      if (n->is_boolean())
+        r.replaces_builtin = *n->value<bool>();
+      else
+        error(n, fmt::format("'replaces_builtin' in {} must be true or false, got {}", where, type_name(*n)));
+    }
     int matchers = 0;
     if (const auto s = str(t, "kernel", where, false)) r.substring = *s, ++matchers;
     if (const auto g = str(t, "kernel_glob", where, false)) {

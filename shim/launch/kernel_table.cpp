@@ -177,6 +177,8 @@ void find_maps(KernelInfo* k, const LaunchArgs* args, const std::vector<MapPlace
 const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* stale = nullptr) {
   const unsigned searches = stale ? stale->searches : 0;
   auto* k = new KernelInfo;
+  static std::atomic<uint64_t> serials{0};  // never reused, unlike the record's address after an unload frees it
+  k->serial = serials.fetch_add(1, std::memory_order_relaxed) + 1;
   k->searches = searches + (args ? 1 : 0);
   const char* name = nullptr;
   bool is_kernel = false;

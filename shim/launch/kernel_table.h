@@ -15,6 +15,7 @@
 namespace tmaguard {
 
 struct KernelInfo {
+  uint64_t serial = 0;  // this record's number, unique in the process: what clean launch keys start from
   std::string name;
   std::vector<int> rules;  // indices of the rules whose kernel matcher accepts this kernel
   ParamLayout layout;      // every parameter's offset and size
@@ -77,7 +78,10 @@ void for_each_kernel(void (*fn)(const KernelInfo&));
 //! that a handle the driver reuses after the unload is looked up afresh; nullptr owner: forget every kernel.
 void forget_kernels_of(const void* owner, const void* module = nullptr);
 
-//! The identity a launch key starts from (launch.h's launch_key).
-inline uint64_t kernel_identity(const KernelInfo* k) { return reinterpret_cast<uintptr_t>(k); }
+//! The identity a launch key starts from (launch.h's launch_key): the record's serial, never its address. A record an
+//! unload (or a new search) freed may be reallocated at the same address for another kernel, and a key started from
+//! the address would then find the freed kernel's clean launches (a transposed dK passed as another kernel's clean
+//! maps).
+inline uint64_t kernel_identity(const KernelInfo* k) { return k->serial; }
 
 }  // namespace tmaguard

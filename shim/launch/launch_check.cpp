@@ -16,6 +16,7 @@
 #include <cstdlib>
 
 #include "base/counters.h"
+#include "base/hash_key.h"
 #include "driver/callsite.h"
 #include "driver/device_arch.h"
 #include "runtime/intercept.h"
@@ -98,7 +99,7 @@ bool collect(const LaunchView& launch, Collected& c) {
   c.hashes.resize(n);
   for (std::size_t i = 0; i < n; ++i) c.bytes[i] = args.map(k.layout, k.maps[i]);
   return launch_key(
-      kernel_identity(c.kernel), n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
+      kernel_identity(c.kernel), g_hash_key, n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
 }
 
 // The maps this launch must judge, decoded as their places demand (KernelInfo::evidence). A kernel without rules

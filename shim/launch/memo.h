@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/hash_key.h"
 #include "base/hot.h"
 #include "tmaguard/config.h"
 #include "launch/kernel_table.h"
@@ -221,7 +222,7 @@ template <typename Slot>
 __attribute__((noinline, cold)) bool key_clean(MemoEntry& e, std::size_t n, const Slot& slot) {
   const InsideCall inside;
   uint64_t key = 0;
-  if (!launch_key(kernel_identity(e.info), n, slot, &key)) return false;
+  if (!launch_key(kernel_identity(e.info), g_hash_key, n, slot, &key)) return false;
   if (key != e.clean_key && !shared_key_known(key)) return false;
   if (CleanBlock* b = block_of(e, false)) add_key(*b, key);
   known_again(e, key, n, slot);
@@ -247,7 +248,7 @@ __attribute__((always_inline)) inline bool copy_equal(const MemoEntry& e, std::s
 template <typename Slot>
 __attribute__((always_inline)) inline bool key_known(MemoEntry& e, std::size_t n, const Slot& slot) {
   uint64_t key = 0;
-  if (!t_memo.blocks || !launch_key(kernel_identity(e.info), n, slot, &key) ||
+  if (!t_memo.blocks || !launch_key(kernel_identity(e.info), g_hash_key, n, slot, &key) ||
       !has_key(t_memo.blocks[&e - t_memo.entries], key))
     return false;
   known_again(e, key, n, slot);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/counters.h"
+#include "base/hash_key.h"
 #include "driver/driver.h"
 #include "report/reporter.h"
 #include "base/settings.h"
@@ -41,6 +42,13 @@ const Config* g_config = nullptr;  // likewise
   std::_Exit(78);
 }
 
+// What a rules file changes besides adding rules (a built-in rule it replaces): said once the log is open.
+std::vector<std::string>& rules_notices() {
+  static std::vector<std::string>* v = new std::vector<std::string>;  // read by init() alone
+  return *v;
+}
+void rules_notice(const std::string& n) { rules_notices().push_back(n); }
+
 // The rules in force: the built-in preset, then TMAGUARD_RULES files (a rule with the same id replaces the
 // preset's). A broken file never leaves a job silently unguarded: the job stops here, before its first launch,
 // unless TMAGUARD_RULES_ON_ERROR=continue (then it runs without that file, after saying so).
@@ -55,6 +63,7 @@ std::shared_ptr<const RuleSet> load_rules(const Config& cfg) {
                                "or set TMAGUARD_RULES_ON_ERROR=continue to run without it");
     if (!res.errors.empty())
       write_stderr_line("tmaguard: continuing without " + path + " (TMAGUARD_RULES_ON_ERROR=continue)");
+    for (const std::string& n : res.notices) rules_notice(n);
     sets.push_back(res.rules);
   }
   return merge_rules(sets);
@@ -87,6 +96,8 @@ bool init() {
     report_cannot_work(why);
     return false;
   }
+  draw_hash_key();  // before the first launch key: keys are made only once armed
+  for (const std::string& n : rules_notices()) report_notice("rules|" + n, "rules-replaced", n);
   g_rules = new std::shared_ptr<const RuleSet>(std::move(rules));
   g_config = new Config(cfg);
   g_hot.mode.store(cfg.mode, std::memory_order_relaxed);

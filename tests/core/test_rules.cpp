@@ -72,7 +72,7 @@ TEST(RulesParse, ErrorsNameFileLineAndProblem) {
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nkernal_glob = \"y\"\nexpect_map_count = [1]\n"),
             "r.toml:4: unknown key 'kernal_glob' in rule 'x' (known: id, kernel, kernel_glob, kernel_regex, map_count, "
             "expect_map_count, severity, action, hint, maps, when, require, signature_id, not_checkable, "
-            "not_checkable_message, check)");
+            "not_checkable_message, check, replaces_builtin)");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nmap_count = \"6\"\nexpect_map_count = [1]\n"),
             "r.toml:4: 'map_count' in rule 'x' must be an integer, got a string");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel_regex = \"fa4(\"\nexpect_map_count = [1]\n")

@@ -61,8 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& s : slots) bytes.push_back(args.map(layout, s));
   uint64_t k1 = 0, k2 = 0;
   std::vector<uint64_t> hashes(bytes.size());
-  const bool a = tmaguard::launch_key(42, bytes.size(), [&](std::size_t i) { return bytes[i]; }, &k1, hashes.data());
-  const bool b = tmaguard::launch_key(42, slots.size(), [&](std::size_t i) { return args.map(layout, slots[i]); },
+  const bool a = tmaguard::launch_key(42, tmaguard::kFixedHashKey, bytes.size(), [&](std::size_t i) { return bytes[i]; }, &k1, hashes.data());
+  const bool b = tmaguard::launch_key(42, tmaguard::kFixedHashKey, slots.size(), [&](std::size_t i) { return args.map(layout, slots[i]); },
                                       &k2);
   if (a != b || (a && k1 != k2)) __builtin_trap();  // the fast path and the full check must key alike
   if (!a) return 0;

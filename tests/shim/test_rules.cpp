@@ -72,6 +72,7 @@ TEST(Rules, BuiltinPresetCanBeSwitchedOffOrOverridden) {
   EXPECT_TRUE(off.events("violation").empty());
   const std::string path = write_file("fa4.toml", R"([[rule]]
 id = "fa4-1cta-dkdv"
+replaces_builtin = true
 kernel = "FlashAttentionBackwardSm100"
 map_count = 6
 severity = "warning"
