@@ -2,7 +2,8 @@
 # Checks the hygiene of the built preloaded library, the failures it prevents in brackets:
 #  - exports = the TG_ENTRY rows of shim/driver/entry_points.def + dlsym   [our symbols hijacking the host's]
 #  - NEEDED within libc/libm/libdl/libpthread/ld-linux              [libstdc++/spdlog/fmt/libcuda pulled into every process]
-#  - .init_array holds only the toolchain's frame_dummy              [work at load time in processes that never use CUDA]
+#  - .init_array holds the toolchain's entries and tmaguard's one      [work at load time in processes that never use CUDA]
+#    note of stderr and the working directory (shim/base/at_load.cpp)
 #  - the non-CUDA dlsym forward is a tail jump                       [RTLD_NEXT resolved relative to tmaguard]
 # Usage: scripts/check_exports.sh build/libtmaguard.so shim/driver/entry_points.def
 set -u
@@ -22,10 +23,11 @@ extra=$(echo "$needed" | grep -vE '^(libc\.so|libm\.so|libdl\.so|libpthread\.so|
 if [ -z "$extra" ]; then pass "NEEDED: $(echo $needed)"
 else bad "NEEDED has $(echo $extra); fix: link libstdc++/libgcc statically, use spdlog/fmt header-only"; fi
 
-# Every .init_array entry must be the toolchain's frame_dummy or an initializer of the statically linked libstdc++
-# runtime (its emergency exception pool, locale ids, ios_failure category); none may come from tmaguard's own code.
+# Every .init_array entry must be the toolchain's frame_dummy, an initializer of the statically linked libstdc++
+# runtime (its emergency exception pool, locale ids, ios_failure category), or tmaguard's one load-time note
+# (at_load.cpp: descriptor 2's identity and the working directory); no other tmaguard code may run at load time.
 init=$(readelf -x .init_array "$lib" 2>/dev/null | awk '/^ +0x/ {for (i=2;i<=5;i++) if (length($i)==8 && $i ~ /^[0-9a-f]+$/) printf "%s", $i} END {print ""}' | cut -c1-)
-bad_init=""; n=0
+bad_init=""; n=0; notes=0
 for ((i=0; i<${#init}; i+=16)); do
   le=${init:i:16}; be=""
   for ((j=14; j>=0; j-=2)); do be+=${le:j:2}; done
@@ -33,10 +35,12 @@ for ((i=0; i<${#init}; i+=16)); do
   n=$((n+1))
   case "$fn" in
     frame_dummy|_GLOBAL__sub_I_eh_alloc.cc|_GLOBAL__sub_I_*locale_inst.cc|_GLOBAL__sub_I_system_error.cc|_GLOBAL__sub_I_*ios_failure.cc) ;;
+    *tmaguard_note_at_load*) notes=$((notes+1)) ;;
     *) bad_init+=" $fn" ;;
   esac
 done
-if [ -z "$bad_init" ]; then pass ".init_array: $n entries, all toolchain/libstdc++ runtime (none from tmaguard)"
+[ "$notes" -eq 1 ] || bad_init+=" (tmaguard_note_at_load found $notes times, not once)"
+if [ -z "$bad_init" ]; then pass ".init_array: $n entries, the toolchain/libstdc++ runtime and tmaguard's one load-time note"
 else bad ".init_array runs tmaguard code at load time:$bad_init";
      echo "    fix: make globals constant-initialised (atomics, raw pointers) or function-local"; fi
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -75,6 +76,7 @@ int check_rules(const std::vector<std::string>& files, bool show_builtin) {
       continue;
     }
     std::cout << fmt::format("{}: {} rules OK\n", f, tmaguard::rule_count(*r.rules));
+    for (const std::string& n : r.notices) std::cout << "  note: " << n << "\n";
     for (const std::string& line : tmaguard::describe_rules(*r.rules)) std::cout << "  " << line << "\n";
   }
   return bad ? 1 : 0;
@@ -91,11 +93,29 @@ std::string short_name(const std::string& k) {
   return k.size() > 90 ? k.substr(0, 60) + "..." + k.substr(k.size() - 27) : k;
 }
 
-// A string from a log, safe to print: control characters (ESC, BEL, BS, DEL, the C1 controls) as \xNN, so that a
-// kernel, rule, rank or host name in someone's log cannot drive the reader's terminal.
+// The Unicode formatting characters that reorder what a terminal shows (bidi embeddings, overrides, isolates, marks:
+// U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C): their code point when `s` starts with one's UTF-8, else 0.
+uint32_t bidi_control(std::string_view s) {
+  if (s.size() >= 2 && static_cast<unsigned char>(s[0]) == 0xd8 && static_cast<unsigned char>(s[1]) == 0x9c)
+    return 0x061c;
+  if (s.size() < 3 || static_cast<unsigned char>(s[0]) != 0xe2) return 0;
+  const auto b1 = static_cast<unsigned char>(s[1]), b2 = static_cast<unsigned char>(s[2]);
+  const uint32_t cp = 0x2000u | ((b1 & 0x3fu) << 6) | (b2 & 0x3fu);
+  const bool is = (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200e || cp == 0x200f;
+  return is && (b1 & 0xc0) == 0x80 && (b2 & 0xc0) == 0x80 ? cp : 0;
+}
+
+// A string from a log, safe to print: control characters (ESC, BEL, BS, DEL, the C1 controls) as \xNN and the
+// bidi controls as \uNNNN, so that a kernel, rule, rank or host name in someone's log cannot drive the reader's
+// terminal or make one name look like another.
 std::string printable(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
+    if (const uint32_t cp = bidi_control(s.substr(i))) {
+      out += fmt::format("\\u{:04x}", cp);
+      i += cp == 0x061c ? 1 : 2;
+      continue;
+    }
     const auto c = static_cast<unsigned char>(s[i]);
     const bool c1 = c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
                     static_cast<unsigned char>(s[i + 1]) <= 0x9f;
@@ -376,6 +396,19 @@ int find_maps(const std::string& file, const std::string& address_text, bool jso
   return 0;
 }
 
+// The mode the library would run in under this environment: the same parser (parse_config) on the same variables.
+// A value the library would stop on is said (exit 78, as the job would).
+int mode_in_environment() {
+  const tmaguard::ConfigResult r = tmaguard::parse_config([](const char* n) { return std::getenv(n); });
+  for (const std::string& e : r.errors)
+    if (e.rfind("TMAGUARD_MODE=", 0) == 0) {
+      std::cerr << "tmaguard: " << e << "\n";
+      return 78;
+    }
+  std::cout << tmaguard::to_string(r.config.mode) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -397,6 +430,8 @@ int main(int argc, char** argv) {
   auto* ep = app.add_subcommand("env", "the TMAGUARD_* environment variables: values, defaults, meaning");
   ep->add_flag("--markdown", markdown, "as the reference table of docs/reference.md");
   auto* idp = app.add_subcommand("findings", "every finding id: severity and meaning (Markdown)");
+  auto* mp = app.add_subcommand("mode", "the mode this environment puts the library in, read by the library's own parser "
+                                        "(the tmaguard command asks it, so the two never disagree)");
   std::string dump, address = "0";
   bool as_json = false;
   auto* fp = app.add_subcommand("find-maps", "list the tensor maps in a dump of device memory");
@@ -414,6 +449,7 @@ int main(int argc, char** argv) {
     std::cout << tmaguard::findings_markdown_table();
     return 0;
   }
+  if (mp->parsed()) return mode_in_environment();
   if (cr->parsed()) {
     if (rule_files.empty() && !builtin) {
       std::cerr << "check-rules: give one or more rule files (or --builtin)\n";

@@ -234,20 +234,23 @@ std::vector<std::string> misspelled_variables(const std::vector<std::string>& na
   static const char* const kCommandVariables[] = {"TMAGUARD_LIB", "TMAGUARD_TOOL", "TMAGUARD_BIN"};
   std::vector<std::string> out;
   for (const std::string& n : names) {
-    if (n.rfind("TMAGUARD_", 0) != 0) continue;
+    std::string upper = n;
+    for (char& c : upper)
+      if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+    if (upper.rfind("TMAGUARD", 0) != 0) continue;  // TMAGUARD_mode and TMAGUARDMODE are looked at too
     if (std::any_of(std::begin(kCommandVariables), std::end(kCommandVariables), [&](const char* c) { return n == c; }))
       continue;
     const FlagRow* closest = nullptr;
-    std::size_t best = 3;  // two edits at most: TMAGUARD_RULE, TMAGUARD_LOGFORMAT, TMAGUARD_MODES
+    std::size_t best = 3;  // two edits at most: TMAGUARD_RULE, TMAGUARD_LOGFORMAT, TMAGUARD_MODES, TMAGUARDMODE
     bool known = false;
     for (const FlagRow& row : rows()) {
       if (n == row.info.name) known = true;
-      const std::size_t d = edit_distance(n, row.info.name);
+      const std::size_t d = edit_distance(upper, row.info.name);  // case apart: TMAGUARD_mode is one edit away
       if (d < best) best = d, closest = &row;
     }
     if (!known && closest)
-      out.push_back(fmt::format("warning: {} is not a tmaguard variable and is ignored (did you mean {}?)", n,
-                                closest->info.name));
+      out.push_back(fmt::format("warning: {} is not a tmaguard variable and is ignored (did you mean {}?{})", n,
+                                closest->info.name, upper == closest->info.name ? " names are case-sensitive" : ""));
   }
   return out;
 }

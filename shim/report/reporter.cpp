@@ -50,8 +50,28 @@ constexpr std::size_t kQueuedRecords = 8192;
 // How long the records of an abort and the exit summary may wait for a log that does not take them.
 constexpr auto kDeliveryWait = std::chrono::seconds(5);
 
+// The descriptor a path names when it is one of the process's own by name (/dev/stdout, /dev/fd/N, /proc/self/fd/N:
+// symbolic links, which tmaguard would otherwise refuse to follow), or -1.
+int named_descriptor(const std::string& path) {
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr" || path == "stderr") return 2;
+  for (const char* prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    const std::size_t n = std::strlen(prefix);
+    if (path.size() > n && path.size() <= n + 6 && path.compare(0, n, prefix) == 0 &&
+        std::all_of(path.begin() + static_cast<long>(n), path.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::atoi(path.c_str() + n);
+  }
+  return -1;
+}
+
 // Opens the log the way a log of someone else's job must be opened; -1 with `error` set when it cannot be (yet).
+// A descriptor named by path (/dev/stdout) is duplicated: records go where the process's own descriptor goes.
 int open_log(const std::string& path, std::string* error) {
+  if (const int named = named_descriptor(path); named >= 0) {
+    const int fd = fcntl(named, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0) *error = "descriptor " + std::to_string(named) + " is not open";
+    return fd;
+  }
   const int fd =
       ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK, 0644);
   if (fd < 0) {
@@ -73,6 +93,7 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
   //! `pattern`: TMAGUARD_LOG as given (empty: stderr). A log that cannot be opened yet (a missing directory, a FIFO
   //! nobody reads) is tried again at every record; until it opens, records go to stderr.
   explicit RecordSink(std::string pattern) : pattern_(std::move(pattern)) {
+    if (named_descriptor(pattern_) == 2) pattern_.clear();  // /dev/stderr: stderr, with its checks (stderr_io.h)
     if (!pattern_.empty()) try_open();
   }
   uint64_t lost() const { return lost_.load(std::memory_order_relaxed); }
