@@ -8,12 +8,14 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <unwind.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <tuple>
+#include <vector>
 #include <atomic>
 #include <cstdlib>
 #include <ctime>
@@ -84,94 +86,158 @@ int find_build_id(dl_phdr_info* info, std::size_t, void* arg) {
   return 1;
 }
 std::mutex g_ids_mu;
-std::map<uintptr_t, std::string>* g_ids = nullptr;  // under g_ids_mu
 std::mutex& ids_lock() {
   register_fork_lock(ForkLock::kBuildIds, {[] { g_ids_mu.lock(); }, [] { g_ids_mu.unlock(); }, [] { g_ids_mu.unlock(); }});
   return g_ids_mu;
 }
-std::string build_id(uintptr_t bias) {
-  {
-    std::lock_guard<std::mutex> lock(ids_lock());
-    if (!g_ids) g_ids = new std::map<uintptr_t, std::string>;
-    if (const auto it = g_ids->find(bias); it != g_ids->end()) return it->second;
-  }
+// Build ids by load address, for one naming of a call site only: an object unloaded and another loaded at the same
+// address (a library reloaded after it was replaced) has another id, so nothing is kept across namings.
+using BuildIds = std::map<uintptr_t, std::string>;
+std::string build_id(uintptr_t bias, BuildIds& ids) {
+  if (const auto it = ids.find(bias); it != ids.end()) return it->second;
   BuildIdQuery q{bias, {}};
   dl_iterate_phdr(find_build_id, &q);
-  std::lock_guard<std::mutex> lock(ids_lock());
-  return (*g_ids)[bias] = q.id;
+  return ids[bias] = q.id;
 }
 
-// A module file's static symbol table (.symtab), mapped read-only once per file and kept (nullptr syms: the file has
-// none, or is no ELF file tmaguard can read): a program built without -rdynamic exports none of its functions, but
-// unless it was stripped its file still names them.
+// A module file's static symbol table (.symtab): a program built without -rdynamic exports none of its functions,
+// but unless it was stripped its file still names them. The file is read with pread, never mapped: a library
+// replaced in place (cp over it, shorter) would fault a mapping past its new end (SIGBUS in the job). And only a
+// file that is still the loaded object is read: its GNU build id must be the loaded object's (a library replaced by
+// rename, or rewritten, names other functions at the same offsets). Where the table sits is kept per file
+// identity (device, inode, size, modification time, build id), so a file that changes is looked at afresh.
 struct SymbolTable {
-  const ElfW(Sym)* syms = nullptr;
-  std::size_t n = 0;
-  const char* strs = nullptr;
-  std::size_t strs_size = 0;
+  bool usable = false;
+  uint64_t syms_off = 0, syms_size = 0, strs_off = 0, strs_size = 0;
 };
-std::map<std::string, SymbolTable>* g_tables = nullptr;  // under g_ids_mu
+struct FileIdentity {
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  long mtime_s, mtime_ns;
+  std::string build_id;
+  bool operator<(const FileIdentity& o) const {
+    return std::tie(dev, ino, size, mtime_s, mtime_ns, build_id) <
+           std::tie(o.dev, o.ino, o.size, o.mtime_s, o.mtime_ns, o.build_id);
+  }
+};
+std::map<FileIdentity, SymbolTable>* g_tables = nullptr;  // under g_ids_mu; bounded (kMaxTables, then cleared)
+constexpr std::size_t kMaxTables = 256;
 
-SymbolTable load_symbol_table(const std::string& path) {
+bool read_at(int fd, void* out, std::size_t n, uint64_t off) {
+  auto* p = static_cast<uint8_t*>(out);
+  for (std::size_t done = 0; done < n;) {
+    const ssize_t r = pread(fd, p + done, n - done, static_cast<off_t>(off + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;  // the file ended early (it shrank): nothing past its end is read
+    done += static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+// The file's GNU build id, hex, from its section headers' notes ("" when none or unreadable).
+std::string file_build_id(int fd, const ElfW(Ehdr)& eh, const std::vector<ElfW(Shdr)>& sh, uint64_t size) {
+  for (const ElfW(Shdr)& s : sh) {
+    if (s.sh_type != SHT_NOTE || s.sh_size > 4096 || s.sh_offset + s.sh_size > size) continue;
+    std::vector<uint8_t> note(s.sh_size);
+    if (!read_at(fd, note.data(), note.size(), s.sh_offset)) return "";
+    for (std::size_t at = 0; at + sizeof(ElfW(Nhdr)) <= note.size();) {
+      ElfW(Nhdr) n;
+      std::memcpy(&n, note.data() + at, sizeof n);
+      const std::size_t name_at = at + sizeof n, desc_at = name_at + ((n.n_namesz + 3) & ~3u);
+      if (desc_at + n.n_descsz > note.size()) break;
+      if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 && std::memcmp(note.data() + name_at, "GNU", 4) == 0) {
+        static const char* const hex = "0123456789abcdef";
+        std::string id;
+        for (uint32_t k = 0; k < n.n_descsz; ++k) {
+          id += hex[note[desc_at + k] >> 4];
+          id += hex[note[desc_at + k] & 15];
+        }
+        return id;
+      }
+      at = desc_at + ((n.n_descsz + 3) & ~3u);
+    }
+  }
+  (void)eh;
+  return "";
+}
+
+// Where the .symtab of the open file sits, if the file is the loaded object (`loaded_id`: its build id, "" when it
+// has none: then the file is taken as it is).
+SymbolTable locate_symbol_table(int fd, uint64_t size, const std::string& loaded_id) {
   SymbolTable t;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return t;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size <= static_cast<off_t>(sizeof(ElfW(Ehdr)))) {
-    close(fd);
+  ElfW(Ehdr) eh;
+  if (size <= sizeof eh || !read_at(fd, &eh, sizeof eh, 0)) return t;
+  const bool elf = std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+                   eh.e_shoff && eh.e_shentsize == sizeof(ElfW(Shdr)) &&
+                   eh.e_shoff + uint64_t{eh.e_shnum} * sizeof(ElfW(Shdr)) <= size;
+  if (!elf) return t;
+  std::vector<ElfW(Shdr)> sh(eh.e_shnum);
+  if (!read_at(fd, sh.data(), sh.size() * sizeof(ElfW(Shdr)), eh.e_shoff)) return t;
+  if (file_build_id(fd, eh, sh, size) != loaded_id) return t;  // not the file that was loaded any more
+  for (const ElfW(Shdr)& s : sh) {
+    if (s.sh_type != SHT_SYMTAB || s.sh_link >= sh.size()) continue;
+    const ElfW(Shdr)& strs = sh[s.sh_link];
+    if (s.sh_offset + s.sh_size > size || strs.sh_offset + strs.sh_size > size) continue;
+    t = {true, s.sh_offset, s.sh_size, strs.sh_offset, strs.sh_size};
     return t;
   }
-  const auto size = static_cast<std::size_t>(st.st_size);
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (map == MAP_FAILED) return t;
-  const auto* base = static_cast<const uint8_t*>(map);
-  const auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(base);
-  const bool elf = std::memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_ident[EI_CLASS] == ELFCLASS64 &&
-                   eh->e_shoff && eh->e_shentsize == sizeof(ElfW(Shdr)) &&
-                   eh->e_shoff + uint64_t{eh->e_shnum} * sizeof(ElfW(Shdr)) <= size;
-  const auto* sh = elf ? reinterpret_cast<const ElfW(Shdr)*>(base + eh->e_shoff) : nullptr;
-  for (unsigned s = 0; sh && s < eh->e_shnum; ++s) {
-    if (sh[s].sh_type != SHT_SYMTAB || sh[s].sh_link >= eh->e_shnum) continue;
-    const ElfW(Shdr)& strs = sh[sh[s].sh_link];
-    if (sh[s].sh_offset + sh[s].sh_size > size || strs.sh_offset + strs.sh_size > size) continue;
-    t.syms = reinterpret_cast<const ElfW(Sym)*>(base + sh[s].sh_offset);
-    t.n = sh[s].sh_size / sizeof(ElfW(Sym));
-    t.strs = reinterpret_cast<const char*>(base + strs.sh_offset);
-    t.strs_size = strs.sh_size;
-    return t;  // stays mapped: later lookups in this file read it again
-  }
-  munmap(map, size);
   return t;
 }
 
-// The function of the file's .symtab that covers `vaddr` (an address in the file's own terms).
-bool symtab_lookup(const std::string& path, uint64_t vaddr, std::string* name, uint64_t* offset) {
-  SymbolTable t;
-  {
-    std::lock_guard<std::mutex> lock(ids_lock());
-    if (!g_tables) g_tables = new std::map<std::string, SymbolTable>;
-    const auto it = g_tables->find(path);
-    if (it != g_tables->end()) {
-      t = it->second;
-    } else {
-      t = load_symbol_table(path);
-      (*g_tables)[path] = t;
+// The function of the file's .symtab that covers `vaddr` (an address in the file's own terms), read in chunks.
+bool scan_symbols(int fd, const SymbolTable& t, uint64_t vaddr, std::string* name, uint64_t* offset) {
+  constexpr std::size_t kChunk = 4096;
+  std::vector<ElfW(Sym)> syms(kChunk);
+  const uint64_t n = t.syms_size / sizeof(ElfW(Sym));
+  for (uint64_t first = 0; first < n; first += kChunk) {
+    const std::size_t count = static_cast<std::size_t>(std::min<uint64_t>(kChunk, n - first));
+    if (!read_at(fd, syms.data(), count * sizeof(ElfW(Sym)), t.syms_off + first * sizeof(ElfW(Sym)))) return false;
+    for (std::size_t i = 0; i < count; ++i) {
+      const ElfW(Sym)& sym = syms[i];
+      if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || vaddr < sym.st_value || vaddr >= sym.st_value + sym.st_size ||
+          sym.st_name >= t.strs_size)
+        continue;
+      char buf[1024];
+      const std::size_t want = static_cast<std::size_t>(std::min<uint64_t>(sizeof buf - 1, t.strs_size - sym.st_name));
+      if (!read_at(fd, buf, want, t.strs_off + sym.st_name)) return false;
+      buf[want] = 0;
+      *name = demangle(buf);
+      *offset = vaddr - sym.st_value;
+      return true;
     }
-  }
-  for (std::size_t i = 0; i < t.n; ++i) {
-    const ElfW(Sym)& sym = t.syms[i];
-    if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || vaddr < sym.st_value || vaddr >= sym.st_value + sym.st_size ||
-        sym.st_name >= t.strs_size)
-      continue;
-    *name = demangle(std::string(t.strs + sym.st_name, strnlen(t.strs + sym.st_name, t.strs_size - sym.st_name)).c_str());
-    *offset = vaddr - sym.st_value;
-    return true;
   }
   return false;
 }
 
-NativeFrame describe(uintptr_t pc) {
+bool symtab_lookup(const std::string& path, const std::string& loaded_id, uint64_t vaddr, std::string* name,
+                   uint64_t* offset) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  bool found = false;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    const FileIdentity id{st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, loaded_id};
+    SymbolTable t;
+    bool known = false;
+    {
+      std::lock_guard<std::mutex> lock(ids_lock());
+      if (!g_tables) g_tables = new std::map<FileIdentity, SymbolTable>;
+      if (const auto it = g_tables->find(id); it != g_tables->end()) t = it->second, known = true;
+    }
+    if (!known) {
+      t = locate_symbol_table(fd, static_cast<uint64_t>(st.st_size), loaded_id);
+      std::lock_guard<std::mutex> lock(ids_lock());
+      if (g_tables->size() >= kMaxTables) g_tables->clear();
+      (*g_tables)[id] = t;
+    }
+    found = t.usable && scan_symbols(fd, t, vaddr, name, offset);
+  }
+  close(fd);
+  return found;
+}
+
+NativeFrame describe(uintptr_t pc, BuildIds& ids) {
   NativeFrame f;
   Dl_info info{};
   link_map* lm = nullptr;
@@ -182,7 +248,7 @@ NativeFrame describe(uintptr_t pc) {
   }
   f.module = info.dli_fname && *info.dli_fname ? info.dli_fname : "?";
   f.offset = pc - lm->l_addr;
-  f.build_id = build_id(lm->l_addr);
+  f.build_id = build_id(lm->l_addr, ids);
   if (info.dli_sname && info.dli_saddr) {
     f.symbol = demangle(info.dli_sname);
     f.symbol_offset = pc - reinterpret_cast<uintptr_t>(info.dli_saddr);
@@ -190,7 +256,7 @@ NativeFrame describe(uintptr_t pc) {
     std::string path = f.module;
     if (path == "?" || path.empty()) path = "/proc/self/exe";
     if (lm->l_name && !*lm->l_name) path = "/proc/self/exe";  // the main program: its link_map has no name
-    symtab_lookup(path, f.offset - 1, &f.symbol, &f.symbol_offset);
+    symtab_lookup(path, f.build_id, f.offset - 1, &f.symbol, &f.symbol_offset);
     if (!f.symbol.empty()) ++f.symbol_offset;
   }
   return f;
@@ -247,7 +313,8 @@ RawCallSite capture_raw_call_site(StackMode mode, std::size_t max_native) {
 CallSite resolve_call_site(const RawCallSite& raw) {
   CallSite site;
   site.native_taken = raw.native;
-  for (std::size_t i = 0; i < raw.n; ++i) site.native.push_back(describe(raw.pcs[i]));
+  BuildIds ids;
+  for (std::size_t i = 0; i < raw.n; ++i) site.native.push_back(describe(raw.pcs[i], ids));
   resolve_python(raw.python, site);
   return site;
 }

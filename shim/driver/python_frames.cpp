@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdio>
 #include <cerrno>
 #include <cstring>
@@ -148,12 +149,36 @@ Interpreter* discover() {
   return in;
 }
 
+// How many objects the loader has loaded so far (dl_phdr_info::dlpi_adds): a libpython loaded after a look that
+// found none (a C++ host that embeds Python later) is looked for again only when this moved.
+int loads_seen(dl_phdr_info* info, std::size_t size, void* out) {
+  if (size >= offsetof(dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
+    *static_cast<unsigned long long*>(out) = info->dlpi_adds;
+  return 1;
+}
+unsigned long long loader_loads() {
+  unsigned long long n = 0;
+  dl_iterate_phdr(loads_seen, &n);
+  return n;
+}
+
+// The interpreter as last found. One that was not there is looked for again after the loader loads anything more
+// (at most kLooks times: each look that finds none is kept, since raw call sites point into its note).
 const Interpreter& interpreter() {
+  constexpr int kLooks = 64;
   static std::atomic<Interpreter*> cached{nullptr};
+  static std::atomic<unsigned long long> loads_then{0};
+  static std::atomic<int> looks{0};
   Interpreter* in = cached.load(std::memory_order_acquire);
-  if (in) return *in;
+  if (in && (in->note != kNoInterpreter || looks.load(std::memory_order_relaxed) >= kLooks)) return *in;
+  const unsigned long long loads = loader_loads();
+  if (in && loads == loads_then.load(std::memory_order_relaxed)) return *in;
   Interpreter* fresh = discover();
-  if (cached.compare_exchange_strong(in, fresh, std::memory_order_acq_rel)) return *fresh;
+  looks.fetch_add(1, std::memory_order_relaxed);
+  if (cached.compare_exchange_strong(in, fresh, std::memory_order_acq_rel)) {
+    loads_then.store(loads, std::memory_order_relaxed);
+    return *fresh;  // the one it replaced stays allocated: notes taken from it may still be read
+  }
   delete fresh;
   return *in;
 }
