@@ -15,7 +15,7 @@ set -euo pipefail
 build_pkgs=(g++ cmake ninja-build binutils git libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
             libcli11-dev libpcre2-dev python3)
 test_pkgs=(dpkg-dev file libgtest-dev libbenchmark-dev clang libclang-rt-dev python3-venv python3-setuptools
-           python3-wheel debootstrap slurm-wlm munge procps)
+           python3-wheel debootstrap slurm-wlm munge procps libpython3-dev)
 # program -> the package that provides it
 programs=(g++:g++ cmake:cmake cpack:cmake ctest:cmake ninja:ninja-build readelf:binutils nm:binutils objdump:binutils
           strip:binutils dpkg:dpkg dpkg-deb:dpkg dpkg-architecture:dpkg-dev dpkg-shlibdeps:dpkg-dev file:file git:git

@@ -10,6 +10,7 @@
 #include "tmaguard/config.h"
 #include "tmaguard/report.h"
 #include "tmaguard/rules.h"
+#include "../shim/mode_values.h"
 
 using namespace tmaguard;
 
@@ -271,4 +272,33 @@ TEST(Config, EmptyRulesEntriesAreRefusedAndMisspellingsSaid) {
   EXPECT_EQ(r.notices[1],
             "warning: TMAGUARD_LOGFORMAT is not a tmaguard variable and is ignored (did you mean TMAGUARD_LOG_FORMAT?)");
   EXPECT_EQ(r.notices[2], "warning: TMAGUARD_MODES is not a tmaguard variable and is ignored (did you mean TMAGUARD_MODE?)");
+}
+
+// The wrong case and a missing underscore are said like any other misspelling (they were ignored in silence).
+TEST(Config, MisspellingsOfCaseAndUnderscoreAreSaid) {
+  const std::vector<std::string> names = {"TMAGUARD_mode", "TMAGUARDMODE", "tmaguard_log"};
+  const ConfigResult r = parse_config([](const char*) -> const char* { return nullptr; }, false, &names);
+  ASSERT_EQ(r.notices.size(), 3u);
+  EXPECT_EQ(r.notices[0], "warning: TMAGUARD_mode is not a tmaguard variable and is ignored (did you mean "
+                          "TMAGUARD_MODE? names are case-sensitive)");
+  EXPECT_EQ(r.notices[1],
+            "warning: TMAGUARDMODE is not a tmaguard variable and is ignored (did you mean TMAGUARD_MODE?)");
+  EXPECT_EQ(r.notices[2], "warning: tmaguard_log is not a tmaguard variable and is ignored (did you mean "
+                          "TMAGUARD_LOG? names are case-sensitive)");
+}
+
+// Every odd value of the shared table (tests/data/mode_values.txt) reads as the table says: the tmaguard command asks
+// this same parser (tmaguard-tool mode), and tests/shim/test_round5.cpp runs the command and the library on the table.
+TEST(Config, OddModeValuesReadAsTheSharedTableSays) {
+  const std::vector<ModeValue> table = read_mode_values(std::string(TG_DATA_DIR) + "/mode_values.txt");
+  ASSERT_GE(table.size(), 10u);
+  for (const ModeValue& m : table) {
+    const ConfigResult r = parse({{"TMAGUARD_MODE", m.value}});
+    if (m.expected == "error") {
+      EXPECT_EQ(r.errors.size(), 1u) << m.escaped;
+    } else {
+      EXPECT_TRUE(r.errors.empty()) << m.escaped;
+      EXPECT_EQ(to_string(r.config.mode), m.expected) << m.escaped;
+    }
+  }
 }
