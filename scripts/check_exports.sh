@@ -3,7 +3,7 @@
 #  - exports = the TG_ENTRY rows of shim/driver/entry_points.def + dlsym   [our symbols hijacking the host's]
 #  - NEEDED within libc/libm/libdl/libpthread/ld-linux              [libstdc++/spdlog/fmt/libcuda pulled into every process]
 #  - .init_array holds the toolchain's entries and tmaguard's one      [work at load time in processes that never use CUDA]
-#    note of stderr and the working directory (shim/base/at_load.cpp)
+#    note of stderr and the working directory (shim/runtime/at_load.cpp)
 #  - the non-CUDA dlsym forward is a tail jump                       [RTLD_NEXT resolved relative to tmaguard]
 # Usage: scripts/check_exports.sh build/libtmaguard.so shim/driver/entry_points.def
 set -u

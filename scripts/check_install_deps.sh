@@ -9,7 +9,8 @@ root=$(cd "${1:?source root}" && pwd)
 listed=$(sed -n '/^programs=(/,/)/p' "$root/scripts/install-deps.sh" | grep -oE '[a-z0-9+-]+:' | tr -d ':' | sort -u)
 vocabulary="cmake cpack ctest ninja readelf nm objdump strip dpkg dpkg-deb dpkg-architecture dpkg-shlibdeps file git
   clang clang++ g++
-  debootstrap chroot python3 sbatch srun sinfo slurmctld slurmd munged pgrep"
+  debootstrap chroot python3 sbatch srun sinfo slurmctld slurmd munged pgrep prometheus promtool
+  prometheus-node-exporter curl unshare"
 fail=0
 for tool in $vocabulary; do
   # a command word: at the start of a line or after a separator, followed by a space (not part of a longer word)

@@ -5,7 +5,8 @@
 #   scripts/install-deps.sh --build    what the library, the command and the demo need (scripts/setup.sh)
 #   scripts/install-deps.sh            that, and what the tests and packaging need (scripts/test.sh): GoogleTest,
 #                                      Google Benchmark, clang (fuzzers), debootstrap (the Debian 11 release root),
-#                                      Slurm and munge (the Slurm test)
+#                                      Slurm and munge (the Slurm test), Prometheus, node_exporter and curl (the fleet
+#                                      test), libpython (the embedded-Python call-site test)
 #   scripts/install-deps.sh --check    only check: [PASS]/[FAIL] per program, non-zero exit when one is missing
 #
 # Every program the build, the tests (scripts/test.sh, scripts/test-install.sh, the ctest checks) and packaging
@@ -15,12 +16,15 @@ set -euo pipefail
 build_pkgs=(g++ cmake ninja-build binutils git libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
             libcli11-dev libpcre2-dev python3)
 test_pkgs=(dpkg-dev file libgtest-dev libbenchmark-dev clang libclang-rt-dev python3-venv python3-setuptools
-           python3-wheel debootstrap slurm-wlm munge procps libpython3-dev)
+           python3-wheel debootstrap slurm-wlm munge procps libpython3-dev prometheus prometheus-node-exporter curl
+           util-linux)
 # program -> the package that provides it
 programs=(g++:g++ cmake:cmake cpack:cmake ctest:cmake ninja:ninja-build readelf:binutils nm:binutils objdump:binutils
           strip:binutils dpkg:dpkg dpkg-deb:dpkg dpkg-architecture:dpkg-dev dpkg-shlibdeps:dpkg-dev file:file git:git
           clang:clang clang++:clang python3:python3 debootstrap:debootstrap chroot:coreutils slurmctld:slurm-wlm
-          slurmd:slurm-wlm sbatch:slurm-wlm srun:slurm-wlm sinfo:slurm-wlm munged:munge pgrep:procps)
+          slurmd:slurm-wlm sbatch:slurm-wlm srun:slurm-wlm sinfo:slurm-wlm munged:munge pgrep:procps
+          prometheus:prometheus promtool:prometheus prometheus-node-exporter:prometheus-node-exporter curl:curl
+          unshare:util-linux)
 
 check() {
   local missing=0

@@ -3,7 +3,8 @@
 # H200, real processes with the library preloaded, export/NEEDED/init checks), then the install test (the install
 # target and the .deb, run with the source and build trees renamed away), the release test (what scripts/package.sh
 # builds in a Debian 11 root: glibc 2.31 baseline, the .deb apt-installed and the wheel pip-installed in Debian 11
-# and here), the Slurm test (docs/reference.md's sbatch/srun example on a real single-node Slurm), then the core unit tests again
+# and here), the Slurm test (docs/reference.md's sbatch/srun example on a real single-node Slurm), the fleet test (two
+# hosts' logs in one directory; the metrics through a real node_exporter and prometheus), then the core unit tests again
 # under AddressSanitizer + UBSan, then the libFuzzer targets (rules parser, decoder, launch collection, graph-node
 # parameters, encode arithmetic, rule matching) for a bounded time each.
 set -euo pipefail
@@ -28,8 +29,13 @@ mv "$release_log" "$release_log.kept"
 slurm_log=$(mktemp)
 "$root/scripts/test-slurm.sh" | tee "$slurm_log"
 n_slurm=$(sed -n 's/^test-slurm: \([0-9]*\) checks passed.*/\1/p' "$slurm_log")
-skipped=$(grep -hE '^test-[a-z]+: skipped: ' "$release_log.kept" "$slurm_log" 2>/dev/null | sed -E 's/^test-([a-z]+): skipped: /\1 (/; s/$/)/' || true)
-rm -f "$slurm_log" "$release_log.kept"
+# the fleet: two hosts' logs in one directory (UTS and PID namespaces), the metrics through a real node_exporter and
+# prometheus on 127.0.0.1 (each skipped, and said, where it cannot run)
+fleet_log=$(mktemp)
+"$root/scripts/test-fleet.sh" | tee "$fleet_log"
+n_fleet=$(sed -n 's/^test-fleet: \([0-9]*\) checks passed.*/\1/p' "$fleet_log")
+skipped=$(grep -hE '^test-[a-z]+: skipped: ' "$release_log.kept" "$slurm_log" "$fleet_log" 2>/dev/null | sed -E 's/^test-([a-z]+): skipped: /\1 (/; s/$/)/' || true)
+rm -f "$slurm_log" "$release_log.kept" "$fleet_log"
 asan="$build-asan"
 cmake -S "$root" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTMAGUARD_SANITIZE=ON >/dev/null
 ninja -C "$asan" core_tests
@@ -57,4 +63,4 @@ echo "fuzz: no crash, hang or sanitizer report"
 # Reaching this line means every step passed (set -e): ctest's tests, the ASan/UBSan core tests, the fuzzers. A suite
 # that could not run here (no root for the Debian 11 root or for Slurm) is counted as skipped, with its reason.
 n_skipped=$(printf '%s' "$skipped" | grep -c . || true)
-echo "tests: $((n_ctest + n_install + n_release + n_slurm + n_asan + ${#fuzzers[@]})) passed, 0 failed, $n_skipped skipped${skipped:+: $(echo "$skipped" | paste -sd ';' | sed 's/;/; /g')}"
+echo "tests: $((n_ctest + n_install + n_release + n_slurm + n_fleet + n_asan + ${#fuzzers[@]})) passed, 0 failed, $n_skipped skipped${skipped:+: $(echo "$skipped" | paste -sd ';' | sed 's/;/; /g')}"

@@ -15,6 +15,12 @@ enum class LogFormat { kText, kJson };
 enum class StackMode { kOff, kNative, kPython, kAll };
 const char* to_string(Mode m);
 
+//! One TMAGUARD_SUPPRESS entry: findings of `rule` (on kernels whose name matches `kernel_glob`, any when empty).
+struct Suppression {
+  std::string rule;
+  std::string kernel_glob;
+};
+
 struct Config {
   Mode mode = Mode::kAbort;
   LogFormat format = LogFormat::kText;
@@ -29,6 +35,19 @@ struct Config {
   uint64_t device_audit = 4;             // TMAGUARD_DEVICE_AUDIT: launches of each kernel audited (0: off)
   uint64_t device_read_bytes = 4096;     // TMAGUARD_DEVICE_READ_BYTES
   StackMode stack = StackMode::kAll;     // TMAGUARD_STACK
+  std::string metrics_dir;               // TMAGUARD_METRICS (a pattern, as log_path); empty: none
+  uint64_t summary_interval_s = 60;      // TMAGUARD_SUMMARY_INTERVAL; 0: at exit only
+  std::vector<Suppression> suppress;     // TMAGUARD_SUPPRESS
+  std::string error_marker_dir;          // TMAGUARD_ERROR_MARKER; empty: none
+  std::string config_file;               // TMAGUARD_CONFIG as given (empty: the default file, if it exists)
+  std::string job_id;                    // SLURM_JOB_ID, else TORCHELASTIC_RUN_ID (empty: none)
+  std::string job_from;                  // which variable gave it
+  //! Each setting's value as given (the default's spelling when none was) and where it came from: "environment",
+  //! "config file PATH" or "default".
+  struct Source {
+    std::string name, value, from;
+  };
+  std::vector<Source> sources;
 };
 //! TMAGUARD_DEVICE_AUDIT=all.
 inline constexpr uint64_t kAuditEveryLaunch = ~uint64_t{0};
@@ -62,6 +81,19 @@ struct RankVariable {
 const std::vector<RankVariable>& rank_variables();
 
 using EnvLookup = std::function<const char*(const char*)>;
+
+//! The settings a config file holds, by variable name (TMAGUARD_MODE for `mode = "log"`), as strings (an array of
+//! strings joined the way the variable writes it: ':' for rules, ',' for suppress), with one line per problem.
+struct ConfigFile {
+  std::string path;
+  std::vector<std::pair<std::string, std::string>> values;
+  std::vector<std::string> errors;
+};
+//! Reads a config file (TOML; at most 1 MiB, a regular file). `must_exist`: a file the user named; the default file
+//! (/etc/tmaguard/tmaguard.toml) may be absent.
+ConfigFile load_config_file(const std::string& path, bool must_exist);
+//! The default config file.
+inline constexpr const char* kDefaultConfigFile = "/etc/tmaguard/tmaguard.toml";
 //! Reads every variable of flags.inc. Values are matched without regard to case or surrounding spaces; an empty
 //! value means the default; a value that is none of a variable's choices is an error (the job must stop). In a
 //! secure-execution process (setuid and the like: `secure_execution`) the variables that name files (the log, rule
@@ -69,12 +101,25 @@ using EnvLookup = std::function<const char*(const char*)>;
 //! `names`, when given: every variable in the environment, so that one spelled like a tmaguard variable but not one
 //! (TMAGUARD_RULE for TMAGUARD_RULES) is said, not ignored in silence (a notice, as the sanitizers warn about unknown
 //! flags). Other TMAGUARD_* names (the scripts' own) are not looked at.
+//! `file`, when given: the config file's settings, taken where the environment has none.
 ConfigResult parse_config(const EnvLookup& env, bool secure_execution = false,
-                          const std::vector<std::string>* names = nullptr);
+                          const std::vector<std::string>* names = nullptr, const ConfigFile* file = nullptr);
 //! The notices misspelled variables draw (parse_config's, for `names`).
 std::vector<std::string> misspelled_variables(const std::vector<std::string>& names);
 
-//! Replaces every "%p" with the pid (the sanitizers' log_path convention).
+//! What a path pattern's % sequences stand for.
+struct PathContext {
+  long pid = 0;
+  std::string host;  // as `hostname` prints it, up to the first dot
+  std::string rank;  // empty: "x"
+  std::string job;   // empty: "x"
+};
+//! Expands %p (pid), %h (host), %r (rank), %j (job id) and %% (a percent sign); anything else is left as it is
+//! (path_pattern_error says so first).
+std::string expand_path(std::string_view pattern, const PathContext& ctx);
+//! What is wrong with a pattern ("" when nothing): an unknown % sequence, or a % at the end.
+std::string path_pattern_error(std::string_view pattern);
+//! expand_path with the pid alone (host, rank and job unknown: "x").
 std::string expand_log_path(std::string_view pattern, long pid);
 
 }  // namespace tmaguard

@@ -13,6 +13,29 @@
 
 namespace tmaguard {
 
+//! The version of the record schema (record_fields.inc): raised when a field is renamed, retyped or removed.
+inline constexpr int kRecordSchema = 1;
+//! Every top-level record field's key, by constant (field::kTimestamp == "timestamp"): the one spelling of each.
+namespace field {
+#define TG_FIELD(name, key, type, records, meaning) inline constexpr const char name[] = key;
+#include "tmaguard/record_fields.inc"
+#undef TG_FIELD
+}  // namespace field
+struct RecordField {
+  const char* key;
+  const char* type;
+  const char* records;
+  const char* meaning;
+};
+//! The rows of record_fields.inc, and the reference table docs/reference.md holds (Markdown).
+const std::vector<RecordField>& record_fields();
+std::string record_fields_markdown_table();
+
+//! A record's severity in OpenTelemetry's terms: INFO 9, WARN 13, ERROR 17.
+enum class RecordSeverity { kInfo, kWarn, kError };
+const char* severity_text(RecordSeverity s);
+int severity_number(RecordSeverity s);
+
 //! Facts about the reporting process stamped on every record.
 struct ProcessContext {
   long pid = 0;
@@ -20,21 +43,28 @@ struct ProcessContext {
   std::string rank;        // empty when not set
   std::string local_rank;  // empty when not set
   std::string host;        // the node's name
-  std::string time;        // ISO-8601 UTC with milliseconds
+  std::string job_id;      // empty when not set
+  std::string time;        // RFC 3339 UTC with milliseconds
 };
 
 struct Summary {
+  bool final = true;   // false for the periodic summaries and for one a signal wrote before the job's own handler
+  std::string signal;  // the signal that made it be written ("" otherwise)
+  std::string mode;    // the mode in force ("" when not said)
   uint64_t launches_seen = 0;
   uint64_t launches_checked = 0;
   uint64_t tensor_maps_decoded = 0;
   uint64_t clean_copies = 0;  // copies a thread took of a clean launch's maps (the reference of the byte compare)
-  std::map<std::string, uint64_t> violations_by_rule;  // occurrences, repeats included
+  std::map<std::string, uint64_t> violations_by_rule;  // error findings, repeats included
+  std::map<std::string, uint64_t> warnings_by_rule;    // warning findings, repeats included
+  std::map<std::string, uint64_t> suppressed_by_rule;  // findings TMAGUARD_SUPPRESS silenced
   std::map<std::string, uint64_t> not_checkable;       // launches tmaguard could not check, by reason
   // Launches tmaguard did not get to check although it could have (no memory during the check, a launch from a signal
   // handler that interrupted another tmaguard call, an internal error), by reason: never said in silence.
   std::map<std::string, uint64_t> not_checked;
   uint64_t log_records_lost = 0;                       // records the log refused (written to stderr instead)
   uint64_t records_dropped = 0;  // records dropped: the log queue was full, or the reporter was busy over 2 s
+  uint64_t metrics_failures = 0;  // metrics files that could not be written (TMAGUARD_METRICS)
   std::string version, revision;                       // which tmaguard wrote it (empty: not said)
   // The device-map audit (read back after launches): launches audited, buffers read, maps found in them, and
   // launches or buffers not read, by reason. Said only when the audit did or skipped something.
@@ -83,8 +113,29 @@ struct CensusRecord {
 std::string render_census(const CensusRecord& r, const ProcessContext& ctx, LogFormat fmt);
 
 std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat fmt);
-//! A tmaguard-internal notice (cannot work, bad configuration, a warning about a kernel): one line.
-std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx, LogFormat fmt);
+
+//! The labels every metric carries: bounded values only (no kernel names, no pointers).
+struct MetricLabels {
+  std::string host, pid, rank, job;  // rank and job "x" when unknown
+  std::string version, mode;         // tmaguard_active's own
+};
+//! A summary in Prometheus' text exposition format (node_exporter's textfile collector reads it): tmaguard_active
+//! (1, or 0 in the last write), launches seen and checked, maps decoded, findings by rule and severity, suppressed
+//! findings by rule, not-checkable launches by reason, records lost.
+std::string render_metrics(const Summary& s, const MetricLabels& labels, bool active);
+
+//! The record a guarded process writes when it starts: which build, what it was told and from where.
+struct StartRecord {
+  std::string version, revision, mode, log_format, preload, program;
+  std::vector<std::pair<std::string, std::pair<std::string, std::string>>> settings;  // name -> (value, source)
+  std::vector<std::string> rules_files;
+  bool builtin_rules = true;
+};
+std::string render_start(const StartRecord& r, const ProcessContext& ctx, LogFormat fmt);
+//! A tmaguard-internal notice (cannot work, bad configuration, a warning about a kernel): one line. Severity WARN
+//! unless given (a stop before the first launch is ERROR, a rules-replaced note INFO).
+std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx, LogFormat fmt,
+                          RecordSeverity severity = RecordSeverity::kWarn);
 std::string format_time_utc(int64_t unix_ms);
 //! One decoded map, as the records show it (text, or one JSON object).
 std::string render_map(const TensorMapView& v, LogFormat fmt);

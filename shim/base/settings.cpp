@@ -40,11 +40,21 @@ const ConfigResult& settings() {
   for (char** e = environ; e && *e; ++e)  // any case, with or without the underscore: TMAGUARD_mode, TMAGUARDMODE
     if (const char* eq = std::strchr(*e, '='); eq && strncasecmp(*e, "TMAGUARD", 8) == 0)
       names.emplace_back(static_cast<const char*>(*e), eq);
-  auto* fresh = new ConfigResult(parse_config([](const char* n) { return std::getenv(n); }, secure, &names));
+  // The config file first (its settings are taken where the environment has none): the one TMAGUARD_CONFIG names
+  // (it must exist), else the default one when there is one. In a secure-execution process only the default (root's).
+  const char* named = secure ? nullptr : std::getenv("TMAGUARD_CONFIG");
+  const bool given = named && *named;
+  ConfigFile file = load_config_file(given ? from_load_directory(named) : kDefaultConfigFile, given);
+  const bool have_file = given || !file.values.empty() || !file.errors.empty();
+  auto* fresh = new ConfigResult(
+      parse_config([](const char* n) { return std::getenv(n); }, secure, &names, have_file ? &file : nullptr));
+
   // Relative paths name files where the process started, not where it is when it first calls CUDA: a job that changes
   // its directory first (Hydra does) must still find its rules file and write its log where it was started.
   for (std::string& f : fresh->config.rules_files) f = from_load_directory(f);
   if (named_at_load(fresh->config.log_path)) fresh->config.log_path = from_load_directory(fresh->config.log_path);
+  if (named_at_load(fresh->config.metrics_dir))
+    fresh->config.metrics_dir = from_load_directory(fresh->config.metrics_dir);
   const ConfigResult* expected = nullptr;
   if (g_settings.compare_exchange_strong(expected, fresh, std::memory_order_acq_rel)) return *fresh;
   delete fresh;  // another thread read it first: the same environment

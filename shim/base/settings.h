@@ -11,7 +11,7 @@ namespace tmaguard {
 //! Relative paths (TMAGUARD_RULES, TMAGUARD_LOG) are taken from the directory the process was in when the library was
 //! loaded (note_load_directory), not the one it is in at its first CUDA call.
 const ConfigResult& settings();
-//! Notes the working directory (at load: at_load.cpp).
+//! Notes the working directory (at load: runtime/at_load.cpp).
 void note_load_directory();
 
 }  // namespace tmaguard

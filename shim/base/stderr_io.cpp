@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +20,8 @@
 #include <ctime>
 
 #include "base/hot.h"
+#include "base/settings.h"
+#include "tmaguard/report.h"
 
 namespace tmaguard {
 
@@ -182,14 +185,39 @@ bool write_stderr_bounded(const std::string& text, int timeout_ms) {
   return stderr_is_ours() && write_bounded(2, text.data(), text.size(), timeout_ms);
 }
 
-void write_stderr_line(const std::string& line) { write_stderr_bounded(line + "\n", kStderrLineTimeoutMs); }
+void write_stderr_line(const std::string& line, const char* event) {
+  const ConfigResult& s = settings();
+  if (s.config.format != LogFormat::kJson) {
+    write_stderr_bounded(line + "\n", kStderrLineTimeoutMs);
+    return;
+  }
+  // JSON mode: every line tmaguard writes is one record a log agent can parse.
+  constexpr std::string_view kPrefix = "tmaguard: ";
+  const std::string message = line.rfind(kPrefix, 0) == 0 ? line.substr(kPrefix.size()) : line;
+  ProcessContext c;
+  c.pid = static_cast<long>(getpid());
+  c.tid = static_cast<long>(syscall(SYS_gettid));
+  c.rank = s.config.rank;
+  c.local_rank = s.config.local_rank;
+  c.job_id = s.config.job_id;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) c.host = host;
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  c.time = format_time_utc(static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000);
+  const bool error = std::strcmp(event, "stop") == 0 || std::strcmp(event, "rules-error") == 0;
+  write_stderr_bounded(render_notice(event, message, c, LogFormat::kJson,
+                                     error ? RecordSeverity::kError : RecordSeverity::kWarn) +
+                           "\n",
+                       kStderrLineTimeoutMs);
+}
 
 bool cannot_work_said() { return g_cannot_work_said.load(); }
 
 void report_cannot_work(const std::string& why) {
   g_hot.state.store(kDisabled, std::memory_order_release);
   if (g_cannot_work_said.exchange(true)) return;
-  write_stderr_line("tmaguard: cannot work: " + why + "; the job runs on unguarded");
+  write_stderr_line("tmaguard: cannot work: " + why + "; the job runs on unguarded", "cannot-work");
 }
 
 }  // namespace tmaguard

@@ -15,7 +15,7 @@ bool write_whole(int fd, const char* p, std::size_t n);
 //! pieces of PIPE_BUF bytes, each after poll() says the descriptor takes it, so a reader that stopped reading cannot
 //! hold the caller. For writes a launch, a fork or an exit waits on.
 bool write_bounded(int fd, const char* p, std::size_t n, int timeout_ms);
-//! Remembers which file the process's stderr (descriptor 2) is, the first time tmaguard is called: a job that later
+//! Remembers which file the process's stderr (descriptor 2) is, when the library loads (runtime/at_load.cpp): a job that later
 //! closes descriptor 2 and opens a data file (which gets descriptor 2) must not find tmaguard's records in its data.
 //! A descriptor 2 that is already such a file then (it has close-on-exec set, or it is a regular file created more
 //! than a second after the process started) is not taken for stderr at all: nothing is ever written to it.
@@ -28,8 +28,9 @@ bool write_stderr(const std::string& text);
 bool write_stderr_bounded(const std::string& text, int timeout_ms);
 inline constexpr int kStderrLineTimeoutMs = 2000;
 //! One line on stderr (tmaguard's own warnings before or outside the reporter), written within
-//! kStderrLineTimeoutMs.
-void write_stderr_line(const std::string& line);
+//! kStderrLineTimeoutMs. With TMAGUARD_LOG_FORMAT=json it is a JSON record of this `event` (the line without its
+//! "tmaguard: " as its message and body; stop and rules-error are ERROR, the rest WARN), like every other line.
+void write_stderr_line(const std::string& line, const char* event = "notice");
 
 //! Whether tmaguard said it cannot work (it then stepped aside for good).
 bool cannot_work_said();

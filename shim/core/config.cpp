@@ -3,8 +3,15 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <optional>
+#include <toml++/toml.h>
 
 #include "tmaguard/launch.h"
 
@@ -143,6 +150,46 @@ struct AuditFlag {  // launches of each kernel audited
     return "is not one of a number, all, off";
   }
 };
+struct SecondsFlag {
+  static constexpr bool kNamesFile = false;
+  static std::string values() { return "SECONDS"; }
+  static std::string read(std::string_view v, uint64_t& out) {
+    if (const auto n = number_in(v, 0, 86400)) return out = *n, "";
+    return "is not a whole number of seconds from 0 to 86400";
+  }
+};
+struct PathPatternFlag {  // a path with % sequences, checked now so that a bad one stops the job at start
+  static constexpr bool kNamesFile = true;
+  static std::string values() { return "PATH"; }
+  static std::string read(std::string_view v, std::string& out) {
+    if (std::string why = path_pattern_error(v); !why.empty()) return why;
+    return out = std::string(v), "";
+  }
+};
+struct SuppressFlag {
+  static constexpr bool kNamesFile = false;
+  static std::string values() { return "RULE[@KERNEL_GLOB][,...]"; }
+  static std::string read(std::string_view v, std::vector<Suppression>& out) {
+    for (std::size_t start = 0; start <= v.size();) {
+      const std::size_t end = std::min(v.find(',', start), v.size());
+      const std::string_view entry = trim(v.substr(start, end - start));
+      start = end + 1;
+      const std::size_t at = entry.find('@');
+      Suppression s{std::string(trim(entry.substr(0, at))),
+                    at == std::string_view::npos ? std::string() : std::string(trim(entry.substr(at + 1)))};
+      const bool id_ok = !s.rule.empty() && std::all_of(s.rule.begin(), s.rule.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+      });
+      if (!id_ok)
+        return fmt::format("has an entry '{}' that is not RULE[@KERNEL_GLOB] (a finding id: lower case, digits, '-')",
+                           entry);
+      if (at != std::string_view::npos && s.kernel_glob.empty())
+        return fmt::format("has an entry '{}' with no kernel glob after '@'", entry);
+      out.push_back(std::move(s));
+    }
+    return "";
+  }
+};
 struct ReadBytesFlag {
   static constexpr bool kNamesFile = false;
   static std::string values() { return "BYTES"; }
@@ -255,27 +302,46 @@ std::vector<std::string> misspelled_variables(const std::vector<std::string>& na
   return out;
 }
 
-ConfigResult parse_config(const EnvLookup& env, bool secure_execution, const std::vector<std::string>* names) {
+ConfigResult parse_config(const EnvLookup& env, bool secure_execution, const std::vector<std::string>* names,
+                          const ConfigFile* file) {
   ConfigResult r;
   if (names)
     for (std::string& m : misspelled_variables(*names)) r.notices.push_back(std::move(m));
+  if (file)
+    for (const std::string& e : file->errors) r.errors.push_back(e);
+  auto from_file = [&](const char* name) -> const char* {
+    if (!file) return nullptr;
+    for (const auto& [k, v] : file->values)
+      if (k == name) return v.c_str();
+    return nullptr;
+  };
   std::vector<std::string> ignored;
   for (const FlagRow& row : rows()) {
     const char* raw = env(row.info.name);
-    if (!raw || trim(raw).empty()) continue;  // unset or empty: the default
-    if (secure_execution && row.names_file) {  // named by a less privileged user: never opened or written
+    std::string source = "environment";
+    if (raw && !trim(raw).empty() && secure_execution && row.names_file) {  // named by a less privileged user
       ignored.push_back(row.info.name);
+      raw = nullptr;
+    }
+    if (!raw || trim(raw).empty()) {  // unset or empty: the file's, else the default
+      raw = from_file(row.info.name);
+      source = file ? "config file " + file->path : "";
+    }
+    if (!raw || trim(raw).empty()) {
+      r.config.sources.push_back({row.info.name, row.info.fallback, "default"});
       continue;
     }
+    r.config.sources.push_back({row.info.name, raw, source});
     if (const std::string why = row.read(raw, r.config); !why.empty())
-      r.errors.push_back(fmt::format("{}='{}' {}", row.info.name, raw, why));
+      r.errors.push_back(source == "environment" ? fmt::format("{}='{}' {}", row.info.name, raw, why)
+                                                 : fmt::format("{}: {}='{}' {}", file->path, row.info.name, raw, why));
   }
   if (!ignored.empty()) {
-    std::string names;
-    for (const std::string& n : ignored) names += (names.empty() ? "" : ", ") + n;
+    std::string names_ignored;
+    for (const std::string& n : ignored) names_ignored += (names_ignored.empty() ? "" : ", ") + n;
     r.notices.push_back(fmt::format("secure-execution process (setuid or similar): {} ignored; reports go to stderr, "
                                     "built-in rules only",
-                                    names));
+                                    names_ignored));
   }
   for (const RankVariable& v : rank_variables()) {
     const char* g = env(v.global);
@@ -289,20 +355,122 @@ ConfigResult parse_config(const EnvLookup& env, bool secure_execution, const std
       if (r.config.rank_from.empty()) r.config.rank_from = v.local;
     }
   }
+  for (const char* j : {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"}) {
+    const char* v = env(j);
+    if (v && !trim(v).empty()) {
+      r.config.job_id = std::string(trim(v));
+      r.config.job_from = j;
+      break;
+    }
+  }
   return r;
 }
 
-std::string expand_log_path(std::string_view pattern, long pid) {
+std::string path_pattern_error(std::string_view pattern) {
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%') continue;
+    if (i + 1 == pattern.size()) return "ends with a '%' (write %% for a percent sign)";
+    const char c = pattern[++i];
+    if (c != 'p' && c != 'h' && c != 'r' && c != 'j' && c != '%')
+      return fmt::format("has '%{}', which is not one of %p (pid), %h (host), %r (rank), %j (job id), %%", c);
+  }
+  return "";
+}
+
+std::string expand_path(std::string_view pattern, const PathContext& ctx) {
   std::string out;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'p') {
-      out += std::to_string(pid);
-      ++i;
-    } else {
+    const char n = i + 1 < pattern.size() ? pattern[i + 1] : 0;
+    if (pattern[i] != '%' || (n != 'p' && n != 'h' && n != 'r' && n != 'j' && n != '%')) {
       out += pattern[i];
+      continue;
     }
+    ++i;
+    if (n == 'p') out += std::to_string(ctx.pid);
+    else if (n == 'h') out += ctx.host.empty() ? std::string("x") : ctx.host.substr(0, ctx.host.find('.'));
+    else if (n == 'r') out += ctx.rank.empty() ? std::string("x") : ctx.rank;
+    else if (n == 'j') out += ctx.job.empty() ? std::string("x") : ctx.job;
+    else out += '%';
   }
   return out;
+}
+
+std::string expand_log_path(std::string_view pattern, long pid) {
+  PathContext c;
+  c.pid = pid;
+  return expand_path(pattern, c);
+}
+
+namespace {
+// A config file's value as the variable would hold it: a string, an integer, a boolean, or an array of strings
+// joined the way the variable separates them.
+std::optional<std::string> file_value(const toml::node& n, char separator) {
+  if (const auto* s = n.as_string()) return std::string(s->get());
+  if (const auto* i = n.as_integer()) return std::to_string(i->get());
+  if (const auto* b = n.as_boolean()) return std::string(b->get() ? "on" : "off");
+  if (const auto* a = n.as_array()) {
+    std::string out;
+    for (const auto& e : *a) {
+      if (!e.is_string()) return std::nullopt;
+      out += (out.empty() ? "" : std::string(1, separator)) + std::string(*e.value<std::string_view>());
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+ConfigFile load_config_file(const std::string& path, bool must_exist) {
+  ConfigFile f;
+  f.path = path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    if (must_exist || errno != ENOENT)
+      f.errors.push_back(fmt::format("{}: cannot read the config file ({})", path, std::strerror(errno)));
+    return f;
+  }
+  struct stat st {};
+  std::string text;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
+    f.errors.push_back(fmt::format("{}: not a regular file of at most 1 MiB", path));
+  } else {
+    text.resize(static_cast<std::size_t>(st.st_size));
+    std::size_t got = 0;
+    for (ssize_t n; got < text.size() && (n = ::read(fd, text.data() + got, text.size() - got)) > 0;)
+      got += static_cast<std::size_t>(n);
+    text.resize(got);
+  }
+  ::close(fd);
+  if (!f.errors.empty()) return f;
+  if (std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; })) {
+    f.errors.push_back(fmt::format("{}: a config file is plain ASCII text", path));
+    return f;
+  }
+  try {
+    const toml::table doc = toml::parse(text, path);
+    for (const auto& [key, node] : doc) {
+      std::string name = "TMAGUARD_";
+      for (const char c : key.str()) name += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+      const bool known = std::any_of(rows().begin(), rows().end(), [&](const FlagRow& r) {
+        return name == r.info.name && name != "TMAGUARD_CONFIG";
+      });
+      if (!known) {
+        f.errors.push_back(fmt::format("{}:{}: unknown setting '{}' (the settings are the TMAGUARD_ variables' names "
+                                       "in lower case without TMAGUARD_: mode, log, log_format, ...)",
+                                       path, node.source().begin.line, key.str()));
+        continue;
+      }
+      const auto v = file_value(node, name == "TMAGUARD_RULES" ? ':' : ',');
+      if (!v)
+        f.errors.push_back(fmt::format("{}:{}: '{}' must be a string, a number, true/false or an array of strings",
+                                       path, node.source().begin.line, key.str()));
+      else
+        f.values.emplace_back(name, *v);
+    }
+  } catch (const toml::parse_error& e) {
+    f.errors.push_back(fmt::format("{}:{}: TOML syntax: {}", path, e.source().begin.line, e.description()));
+  }
+  return f;
 }
 
 }  // namespace tmaguard

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -121,14 +122,29 @@ std::string map_text(const TensorMapView& v) {
   return s;
 }
 
-// Adds the process context to a record and renders it as one line (invalid UTF-8 in names is replaced, never thrown).
-std::string stamped(json& j, const ProcessContext& c) {
-  j["pid"] = c.pid;
-  j["tid"] = c.tid;
-  j["rank"] = c.rank.empty() ? json(nullptr) : json(c.rank);
-  if (!c.local_rank.empty()) j["local_rank"] = c.local_rank;
-  if (!c.host.empty()) j["host"] = c.host;
-  j["time"] = c.time;
+// A rank as an integer, when it is one.
+bool integer_text(const std::string& s, long long* out) {
+  if (s.empty() || s.size() > 18 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  *out = std::stoll(s);
+  return true;
+}
+
+// Adds what every record carries (record_fields.inc: time, severity, one line for a person, the schema, the process)
+// and renders it as one line (invalid UTF-8 in names is replaced, never thrown).
+std::string stamped(json& j, const ProcessContext& c, RecordSeverity severity, const std::string& body) {
+  j[field::kTimestamp] = c.time;
+  j[field::kSeverityText] = severity_text(severity);
+  j[field::kSeverityNumber] = severity_number(severity);
+  j[field::kBody] = body;
+  j[field::kSchema] = kRecordSchema;
+  j[field::kPid] = c.pid;
+  j[field::kTid] = c.tid;
+  if (!c.host.empty()) j[field::kHost] = c.host;
+  long long n = 0;
+  if (integer_text(c.rank, &n)) j[field::kRank] = n;
+  if (integer_text(c.local_rank, &n)) j[field::kLocalRank] = n;
+  if (!c.job_id.empty()) j[field::kJobId] = c.job_id;
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -150,17 +166,18 @@ std::string esc(std::string_view v) {
 }
 
 std::string ctx_text(const ProcessContext& c) {
-  return fmt::format("pid={} tid={}{}{}{} time={}", c.pid, c.tid, c.rank.empty() ? "" : " rank=" + esc(c.rank),
+  return fmt::format("pid={} tid={}{}{}{}{} time={}", c.pid, c.tid, c.rank.empty() ? "" : " rank=" + esc(c.rank),
                      c.local_rank.empty() ? "" : " local_rank=" + esc(c.local_rank),
-                     c.host.empty() ? "" : " host=" + esc(c.host), c.time);
+                     c.host.empty() ? "" : " host=" + esc(c.host), c.job_id.empty() ? "" : " job=" + esc(c.job_id),
+                     c.time);
 }
 
 // A map's place as record fields, the one JSON spelling of a MapPlace (text records use to_string); a finding about
 // the kernel as a whole has param_index -1. A map in device memory adds where it sat past the pointer and that it was
 // read after the kernel ran (its launch was not stopped).
 void put_place(json& j, const std::optional<MapPlace>& p) {
-  j["param_index"] = p ? static_cast<int64_t>(p->param) : int64_t{-1};
-  j["param_offset"] = p ? p->offset : 0;
+  j[field::kParamIndex] = p ? static_cast<int64_t>(p->param) : int64_t{-1};
+  j[field::kParamOffset] = p ? p->offset : 0;
   if (p && p->on_device()) {
     j["space"] = "device";
     j["device_offset"] = p->at;
@@ -169,6 +186,27 @@ void put_place(json& j, const std::optional<MapPlace>& p) {
 }
 
 }  // namespace
+
+const std::vector<RecordField>& record_fields() {
+  static const std::vector<RecordField> v = {
+#define TG_FIELD(name, key, type, records, meaning) {key, type, records, meaning},
+#include "tmaguard/record_fields.inc"
+#undef TG_FIELD
+  };
+  return v;
+}
+
+std::string record_fields_markdown_table() {
+  std::string s = fmt::format("Schema {}.\n\n| field | type | records | meaning |\n| --- | --- | --- | --- |\n", kRecordSchema);
+  for (const RecordField& f : record_fields())
+    s += fmt::format("| `{}` | {} | {} | {} |\n", f.key, f.type, f.records, f.meaning);
+  return s;
+}
+
+const char* severity_text(RecordSeverity s) {
+  return s == RecordSeverity::kError ? "ERROR" : s == RecordSeverity::kWarn ? "WARN" : "INFO";
+}
+int severity_number(RecordSeverity s) { return s == RecordSeverity::kError ? 17 : s == RecordSeverity::kWarn ? 13 : 9; }
 
 std::string render_map(const TensorMapView& v, LogFormat format) {
   return format == LogFormat::kJson ? map_json(v).dump() : map_text(v);
@@ -194,14 +232,32 @@ void put_call_site(json& j, const CallSite& c) {
       if (!f.build_id.empty()) e["build_id"] = f.build_id;
       frames.push_back(std::move(e));
     }
-    j["stack"] = std::move(frames);
+    j[field::kStack] = std::move(frames);
   }
   if (c.python_taken) {
     json frames = json::array();
     for (const PythonFrame& f : c.python) frames.push_back({{"file", f.file}, {"line", f.line}, {"function", f.function}});
-    j["python_stack"] = std::move(frames);
-    if (!c.python_note.empty()) j["python_note"] = c.python_note;
+    j[field::kPythonStack] = std::move(frames);
+    if (!c.python_note.empty()) j[field::kPythonNote] = c.python_note;
   }
+  // OpenTelemetry's call-site attributes: the innermost Python frame, else the innermost named native frame.
+  if (!c.python.empty()) {
+    j[field::kCodeFunction] = c.python[0].function;
+    j[field::kCodeFile] = c.python[0].file;
+    j[field::kCodeLine] = c.python[0].line;
+  } else {
+    for (const NativeFrame& f : c.native)
+      if (!f.symbol.empty()) {
+        j[field::kCodeFunction] = f.symbol;
+        j[field::kCodeFile] = f.module;
+        break;
+      }
+  }
+}
+
+// A kernel name short enough for a record's one-line body.
+std::string short_kernel(std::string_view k) {
+  return k.size() > 100 ? std::string(k.substr(0, 70)) + "..." + std::string(k.substr(k.size() - 27)) : std::string(k);
 }
 
 // The top frames under a text record: Python first (where a person starts reading), then native.
@@ -227,20 +283,22 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
   const char* event = f.severity == Severity::kError ? "violation" : "warning";
   if (format == LogFormat::kJson) {
     json j;
-    j["event"] = event;
-    j["rule"] = f.rule;
-    j["severity"] = to_string(f.severity);
-    j["kernel"] = f.kernel;
-    j["tensor"] = f.tensor;
+    j[field::kEvent] = event;
+    j[field::kRule] = f.rule;
+    j[field::kSeverity] = to_string(f.severity);
+    j[field::kKernel] = f.kernel;
+    j[field::kTensor] = f.tensor;
     put_place(j, f.place);
-    j["tensor_map"] = f.tensor_map ? map_json(*f.tensor_map) : json(nullptr);
-    j["expected"] = f.expected;
-    j["observed"] = f.observed;
-    j["hint"] = f.hint;
-    if (!f.provenance.empty()) j["provenance"] = f.provenance;
-    j["action"] = action;
+    j[field::kTensorMap] = f.tensor_map ? map_json(*f.tensor_map) : json(nullptr);
+    j[field::kExpected] = f.expected;
+    j[field::kObserved] = f.observed;
+    j[field::kHint] = f.hint;
+    if (!f.provenance.empty()) j[field::kProvenance] = f.provenance;
+    j[field::kAction] = action;
     if (f.call_site) put_call_site(j, *f.call_site);
-    return stamped(j, ctx);
+    const std::string body = esc(fmt::format("{} ({}): {} of kernel {}: expected {}; observed {}", f.rule, action,
+                                             f.tensor, short_kernel(f.kernel), f.expected, f.observed));
+    return stamped(j, ctx, f.severity == Severity::kError ? RecordSeverity::kError : RecordSeverity::kWarn, body);
   }
   std::string s = fmt::format("tmaguard: {} {} [{}] action={} kernel={} tensor={}", event, esc(f.rule),
                               to_string(f.severity), action, esc(f.kernel), esc(f.tensor));
@@ -256,10 +314,10 @@ std::string render_finding(const Finding& f, const ProcessContext& ctx, std::str
 
 std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, LogFormat format) {
   if (format == LogFormat::kJson) {
-    json j{{"event", "inspect"}, {"kernel", r.kernel}, {"grid", r.grid}, {"block", r.block}};
+    json j{{field::kEvent, "inspect"}, {field::kKernel, r.kernel}, {field::kGrid, r.grid}, {field::kBlock, r.block}};
     json params = json::array();
     for (const auto& [off, size] : r.params) params.push_back({{"offset", off}, {"size", size}});
-    j["params"] = params;
+    j[field::kParams] = params;
     json maps = json::array();
     for (const auto& m : r.maps) {
       json e{{"order", m.order}};
@@ -273,8 +331,9 @@ std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, Lo
       if (!m.provenance.empty()) e["provenance"] = m.provenance;
       maps.push_back(std::move(e));
     }
-    j["tensor_maps"] = maps;
-    return stamped(j, ctx);
+    j[field::kTensorMaps] = maps;
+    return stamped(j, ctx, RecordSeverity::kInfo,
+                   esc(fmt::format("inspect: kernel {} with {} tensor map(s)", short_kernel(r.kernel), r.maps.size())));
   }
   std::string s =
       fmt::format("tmaguard: inspect kernel={} grid={{{}}} block={{{}}} params={} tensor_maps={} ({})", esc(r.kernel),
@@ -289,18 +348,20 @@ std::string render_inspect(const InspectRecord& r, const ProcessContext& ctx, Lo
 
 std::string render_census(const CensusRecord& r, const ProcessContext& ctx, LogFormat format) {
   if (format == LogFormat::kJson) {
-    json j{{"event", "census"},
-           {"kernel", r.kernel},
-           {"launches", r.launches},
-           {"params", r.params},
-           {"maps_in_params", r.maps_in_params},
-           {"maps_in_structs", r.maps_in_structs},
-           {"template_maps", r.template_maps},
-           {"maps_in_device_memory", r.maps_in_device_memory}};
+    json j{{field::kEvent, "census"},
+           {field::kKernel, r.kernel},
+           {field::kLaunches, r.launches},
+           {field::kParams, r.params},
+           {field::kMapsInParams, r.maps_in_params},
+           {field::kMapsInStructs, r.maps_in_structs},
+           {field::kTemplateMaps, r.template_maps},
+           {field::kMapsInDevice, r.maps_in_device_memory}};
     json large = json::array();
     for (const auto& p : r.large_params) large.push_back({{"param_index", p.param_index}, {"size", p.size}, {"maps", p.maps}});
-    j["large_params"] = large;
-    return stamped(j, ctx);
+    j[field::kLargeParams] = large;
+    return stamped(j, ctx, RecordSeverity::kInfo,
+                   esc(fmt::format("census: kernel {}: {} launches, {} maps in parameters, {} in structures",
+                                   short_kernel(r.kernel), r.launches, r.maps_in_params, r.maps_in_structs)));
   }
   std::string large;
   for (const auto& p : r.large_params)
@@ -312,44 +373,67 @@ std::string render_census(const CensusRecord& r, const ProcessContext& ctx, LogF
       ctx_text(ctx));
 }
 
+namespace {
+uint64_t total(const std::map<std::string, uint64_t>& m) {
+  uint64_t n = 0;
+  for (const auto& [k, v] : m) n += v;
+  return n;
+}
+}  // namespace
+
 std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat format) {
   if (format == LogFormat::kJson) {
     json j;
-    j["event"] = "summary";
-    j["launches_seen"] = s.launches_seen;
-    j["launches_checked"] = s.launches_checked;
-    j["tensor_maps_decoded"] = s.tensor_maps_decoded;
-    j["clean_copies"] = s.clean_copies;
-    j["violations"] = s.violations_by_rule;
-    j["not_checkable"] = s.not_checkable;
-    if (!s.not_checked.empty()) j["launches_not_checked"] = s.not_checked;
-    j["log_records_lost"] = s.log_records_lost;
-    if (s.records_dropped) j["records_dropped"] = s.records_dropped;
+    j[field::kEvent] = "summary";
+    j[field::kFinal] = s.final;
+    if (!s.signal.empty()) j[field::kSignal] = s.signal;
+    if (!s.mode.empty()) j[field::kMode] = s.mode;
+    j[field::kLaunchesSeen] = s.launches_seen;
+    j[field::kLaunchesChecked] = s.launches_checked;
+    j[field::kMapsDecoded] = s.tensor_maps_decoded;
+    j[field::kCleanCopies] = s.clean_copies;
+    j[field::kViolations] = s.violations_by_rule;
+    j[field::kWarnings] = s.warnings_by_rule;
+    j[field::kSuppressed] = s.suppressed_by_rule;
+    j[field::kNotCheckable] = s.not_checkable;
+    if (!s.not_checked.empty()) j[field::kNotChecked] = s.not_checked;
+    j[field::kRecordsLost] = s.log_records_lost;
+    if (s.records_dropped) j[field::kRecordsDropped] = s.records_dropped;
+    if (s.metrics_failures) j[field::kMetricsFailed] = s.metrics_failures;
     if (s.call_sites_taken)
-      j["call_sites"] = {{"taken", s.call_sites_taken}, {"mean_us", s.call_site_ns / 1000.0 / s.call_sites_taken}};
+      j[field::kCallSites] = {{"taken", s.call_sites_taken}, {"mean_us", s.call_site_ns / 1000.0 / s.call_sites_taken}};
     if (s.device_launches_audited || !s.device_skipped.empty())
-      j["device_audit"] = {{"launches_audited", s.device_launches_audited},
-                           {"buffers_read", s.device_buffers_read},
-                           {"maps_found", s.device_maps_found},
-                           {"skipped", s.device_skipped}};
-    if (!s.version.empty()) j["tmaguard_version"] = s.version;
-    if (!s.revision.empty()) j["tmaguard_revision"] = s.revision;
-    return stamped(j, ctx);
+      j[field::kDeviceAudit] = {{"launches_audited", s.device_launches_audited},
+                                {"buffers_read", s.device_buffers_read},
+                                {"maps_found", s.device_maps_found},
+                                {"skipped", s.device_skipped}};
+    if (!s.version.empty()) j[field::kVersion] = s.version;
+    if (!s.revision.empty()) j[field::kRevision] = s.revision;
+    const std::string body =
+        fmt::format("{}summary{}: {} launches seen, {} checked; {} errors, {} warnings, {} suppressed",
+                    s.final ? "final " : "", s.signal.empty() ? "" : " on " + s.signal, s.launches_seen,
+                    s.launches_checked, total(s.violations_by_rule), total(s.warnings_by_rule),
+                    total(s.suppressed_by_rule));
+    return stamped(j, ctx, RecordSeverity::kInfo, body);
   }
   auto counted = [](const std::map<std::string, uint64_t>& m) {
     std::string v;
     for (const auto& [what, n] : m) v += fmt::format("{}{} x{}", v.empty() ? "" : ", ", esc(what), n);
     return v.empty() ? std::string("none") : v;
   };
-  std::string line =
-      fmt::format("tmaguard: SUMMARY: {} launches seen, {} checked, {} tensor maps decoded; violations: {}",
-                  s.launches_seen, s.launches_checked, s.tensor_maps_decoded, counted(s.violations_by_rule));
+  std::string line = fmt::format(
+      "tmaguard: SUMMARY{}: {} launches seen, {} checked, {} tensor maps decoded; violations: {}",
+      s.final ? "" : (s.signal.empty() ? " (so far)" : " (on " + s.signal + ", so far)"), s.launches_seen,
+      s.launches_checked, s.tensor_maps_decoded, counted(s.violations_by_rule));
+  if (!s.warnings_by_rule.empty()) line += "; warnings: " + counted(s.warnings_by_rule);
+  if (!s.suppressed_by_rule.empty()) line += "; suppressed: " + counted(s.suppressed_by_rule);
   if (!s.not_checkable.empty()) line += "; not checkable: " + counted(s.not_checkable);
   if (!s.not_checked.empty()) line += "; launches not checked: " + counted(s.not_checked);
   if (s.log_records_lost)
     line += fmt::format("; {} records could not be written to TMAGUARD_LOG (they went to stderr)", s.log_records_lost);
   if (s.records_dropped)
     line += fmt::format("; {} records dropped while the log was blocked", s.records_dropped);
+  if (s.metrics_failures) line += fmt::format("; {} metrics files could not be written", s.metrics_failures);
   if (s.call_sites_taken)
     line += fmt::format("; {} call site(s) taken, {:.0f} us each", s.call_sites_taken,
                         s.call_site_ns / 1000.0 / s.call_sites_taken);
@@ -362,13 +446,41 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
   return line + fmt::format(" ({}{})", ctx_text(ctx), by);
 }
 
-std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx,
-                          LogFormat format) {
+std::string render_start(const StartRecord& r, const ProcessContext& ctx, LogFormat format) {
+  const std::string body =
+      fmt::format("tmaguard {} (git {}) guards {}: mode {}, log {}{}", r.version, r.revision,
+                  r.program.empty() ? std::string("this process") : r.program, r.mode, r.log_format,
+                  r.preload.empty() ? "" : ", from " + r.preload);
   if (format == LogFormat::kJson) {
     json j;
-    j["event"] = event;
-    j["message"] = message;
-    return stamped(j, ctx);
+    j[field::kEvent] = "start";
+    j[field::kVersion] = r.version;
+    j[field::kRevision] = r.revision;
+    j[field::kMode] = r.mode;
+    j[field::kLogFormat] = r.log_format;
+    json settings = json::object();
+    for (const auto& [name, vs] : r.settings) settings[name] = {{"value", vs.first}, {"source", vs.second}};
+    j[field::kSettings] = settings;
+    j[field::kRulesFiles] = r.rules_files;
+    j[field::kBuiltinRules] = r.builtin_rules;
+    j[field::kPreload] = r.preload;
+    j[field::kProgram] = r.program;
+    return stamped(j, ctx, RecordSeverity::kInfo, esc(body));
+  }
+  std::string from;
+  for (const auto& [name, vs] : r.settings)
+    if (vs.second != "default") from += fmt::format(" {}={} ({})", name, esc(vs.first), esc(vs.second));
+  return fmt::format("tmaguard: start: {};{} ({})", esc(body), from.empty() ? " every setting its default" : from,
+                     ctx_text(ctx));
+}
+
+std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx,
+                          LogFormat format, RecordSeverity severity) {
+  if (format == LogFormat::kJson) {
+    json j;
+    j[field::kEvent] = event;
+    j[field::kMessage] = message;
+    return stamped(j, ctx, severity, esc(message));
   }
   return fmt::format("tmaguard: {}: {} ({})", event, esc(message), ctx_text(ctx));
 }

@@ -7,13 +7,16 @@
 // (the oldest is dropped and counted when it is full), and where a record must be out before something happens (an
 // abort, the exit summary) the wait is bounded too. SIGPIPE is blocked around each write, so a log or stderr whose
 // reader is gone never kills the job; a record the log refuses (a full disk) goes to stderr instead and is counted.
-// The log is opened without following a symbolic link, without creating directories, with mode 0644 at most; a
-// child forked with %p in TMAGUARD_LOG reopens its own.
+// The log is opened without following a symbolic link (but /dev/stdout and /dev/fd/N name the process's own
+// descriptors), creating the directories it needs (0755), with mode 0644 at most; a child forked with %p or %r in
+// TMAGUARD_LOG reopens its own.
 #include "report/reporter.h"
 
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,7 +42,9 @@
 #include "base/counters.h"
 #include "base/fork_locks.h"
 #include "base/hot.h"
+#include "base/settings.h"
 #include "base/stderr_io.h"
+#include "tmaguard/judge.h"
 #include "tmaguard_version.h"
 
 namespace tmaguard {
@@ -49,6 +54,24 @@ namespace {
 constexpr std::size_t kQueuedRecords = 8192;
 // How long the records of an abort and the exit summary may wait for a log that does not take them.
 constexpr auto kDeliveryWait = std::chrono::seconds(5);
+
+// What TMAGUARD_LOG's % sequences stand for now (the pid changes in a forked child).
+PathContext path_context_now() {
+  const Config& cfg = settings().config;
+  PathContext p;
+  p.pid = static_cast<long>(getpid());
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) p.host = host;
+  p.rank = cfg.rank;
+  p.job = cfg.job_id;
+  return p;
+}
+
+// The missing directories above a log file (0755), as mkdir -p makes them.
+void make_parent_directories(const std::string& path) {
+  for (std::size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1))
+    if (mkdir(path.substr(0, at).c_str(), 0755) != 0 && errno != EEXIST) return;
+}
 
 // The descriptor a path names when it is one of the process's own by name (/dev/stdout, /dev/fd/N, /proc/self/fd/N:
 // symbolic links, which tmaguard would otherwise refuse to follow), or -1.
@@ -103,7 +126,7 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
   //! After fork in the child: a %p log path names another file now; the inherited descriptor is the parent's.
   void after_fork_child() {
     lost_.store(0, std::memory_order_relaxed);
-    if (pattern_.find("%p") == std::string::npos) return;
+    if (pattern_.find("%p") == std::string::npos && pattern_.find("%r") == std::string::npos) return;
     if (fd_ > 2) ::close(fd_);
     fd_ = -1;
     try_open();
@@ -136,12 +159,14 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
  private:
   void try_open() {
     std::string why;
-    const std::string path = expand_log_path(pattern_, static_cast<long>(getpid()));
+    const std::string path = expand_path(pattern_, path_context_now());
+    if (named_descriptor(path) < 0) make_parent_directories(path);
     fd_ = open_log(path, &why);
     if (fd_ < 0 && !said_) {
       said_ = true;
-      to_stderr("tmaguard: warning: cannot open TMAGUARD_LOG='" + path + "' yet: " + why +
-                "; reporting to stderr until it opens\n");
+      write_stderr_line("tmaguard: warning: cannot open TMAGUARD_LOG='" + path + "' yet: " + why +
+                            "; reporting to stderr until it opens",
+                        "log-not-open");
     }
   }
   int fd_ = -1;          // the log; -1: stderr (no log asked for, or not open yet)
@@ -167,9 +192,11 @@ struct Reporter {
                                                                   // until the process ends)
   bool async_tried = false;  // the first record made the log thread (or found it could not)
   std::unordered_map<std::string, uint64_t> seen;  // dedupe key -> occurrences
-  std::map<std::string, uint64_t> by_rule;
+  std::map<std::string, uint64_t> by_rule;         // error findings, repeats included
+  std::map<std::string, uint64_t> warnings_by_rule;
+  std::map<std::string, uint64_t> suppressed_by_rule;
   std::map<std::string, uint64_t> not_checkable;  // reason -> launches
-  bool summary_written = false;                   // the summary went out (before an abort): not again at exit
+  bool summary_written = false;                   // the final summary went out (before an abort): not again at exit
 };
 
 // Serialises reporting and dedupe; held across fork by the atfork handlers. It guards memory only (no write happens
@@ -205,6 +232,7 @@ ProcessContext context(const Reporter& rep) {
   c.rank = rep.cfg.rank;
   c.local_rank = rep.cfg.local_rank;
   c.host = rep.host;
+  c.job_id = rep.cfg.job_id;
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   c.time = format_time_utc(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
   return c;
@@ -267,12 +295,16 @@ Summary summary_of(const Reporter& rep) {
   s.launches_checked = c.launches_checked;
   s.tensor_maps_decoded = c.maps_decoded;
   s.clean_copies = c.clean_copies;
+  s.mode = to_string(rep.cfg.mode);
   s.violations_by_rule = rep.by_rule;
+  s.warnings_by_rule = rep.warnings_by_rule;
+  s.suppressed_by_rule = rep.suppressed_by_rule;
   s.not_checkable = rep.not_checkable;
   for (int i = 0; i < static_cast<int>(Unchecked::kCount); ++i)
     if (const uint64_t n = unchecked_count(static_cast<Unchecked>(i))) s.not_checked[to_string(static_cast<Unchecked>(i))] = n;
   s.log_records_lost = rep.sink->lost();
   s.records_dropped = g_dropped.load(std::memory_order_relaxed) + overruns(rep);
+  s.metrics_failures = metrics_write_failures();
   const AuditCounts a = audit_counts();
   s.device_launches_audited = a.launches_audited;
   s.device_buffers_read = a.buffers_read;
@@ -290,14 +322,19 @@ Summary summary_of(const Reporter& rep) {
 // Caller holds g_mu. The summary is written by the caller once every record before it is out, so it says how many
 // records the log refused, itself included: when the log refuses it too, it goes to stderr rendered again with the
 // count that includes it. A log that takes nothing for kDeliveryWait gets no summary; stderr gets it (bounded).
-void emit_summary_locked(Reporter& rep) {
-  Summary s = summary_of(rep);
+void emit_summary_locked(Reporter& rep, bool final = true, const char* signal = nullptr) {
+  auto marked = [&](Summary s) {
+    s.final = final;
+    if (signal) s.signal = signal;
+    return s;
+  };
+  Summary s = marked(summary_of(rep));
   if (!wait_delivered(rep)) {
     if (!rep.sink->is_stderr())
       write_stderr_bounded(render_summary(s, context(rep), rep.cfg.format) + "\n", kStderrLineTimeoutMs);
     return;
   }
-  s = summary_of(rep);  // with what the wait saw delivered
+  s = marked(summary_of(rep));  // with what the wait saw delivered
   if (rep.sink->put(render_summary(s, context(rep), rep.cfg.format) + "\n", false) || rep.sink->is_stderr()) return;
   s.log_records_lost = rep.sink->lost();
   rep.sink->to_stderr(render_summary(s, context(rep), rep.cfg.format) + "\n");
@@ -315,6 +352,8 @@ void fork_child() {
   if (Reporter* rep = g_rep.load(std::memory_order_acquire)) {
     rep->seen.clear();
     rep->by_rule.clear();
+    rep->warnings_by_rule.clear();
+    rep->suppressed_by_rule.clear();
     rep->not_checkable.clear();
     rep->summary_written = false;
     if (rep->pool) {
@@ -357,18 +396,51 @@ bool reporter_open(const Config& cfg, std::string* error) {
 void report_summary_at_exit() {
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep || !armed_already()) return;
-  Locked lock;
-  if (!lock.held || rep->summary_written) return;
-  rep->summary_written = true;
-  emit_summary_locked(*rep);
+  {
+    Locked lock;
+    if (!lock.held || rep->summary_written) return;
+    rep->summary_written = true;
+    emit_summary_locked(*rep);
+  }
+  write_metrics(false);
 }
 
-void report_notice(const std::string& key, const char* event, const std::string& message) {
+bool report_summary_now(bool final, const char* signal) {
+  Reporter* rep = g_rep.load(std::memory_order_acquire);
+  if (!rep) return false;
+  Locked lock;
+  if (!lock.held || rep->summary_written) return false;
+  if (final) rep->summary_written = true;
+  emit_summary_locked(*rep, final, signal);
+  return true;
+}
+
+Summary current_summary() {
+  Reporter* rep = g_rep.load(std::memory_order_acquire);
+  if (!rep) return {};
+  Locked lock;
+  if (!lock.held) return {};
+  return summary_of(*rep);
+}
+
+void report_line(const std::string& line) {
+  Reporter* rep = g_rep.load(std::memory_order_acquire);
+  if (!rep) return;
+  Locked lock;
+  if (lock.held) emit_locked(*rep, line);
+}
+
+ProcessContext report_context() {
+  Reporter* rep = g_rep.load(std::memory_order_acquire);
+  return rep ? context(*rep) : ProcessContext{};
+}
+
+void report_notice(const std::string& key, const char* event, const std::string& message, RecordSeverity severity) {
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep) return;
   Locked lock;
   if (!lock.held || rep->seen[key]++ > 0) return;
-  emit_locked(*rep, render_notice(event, message, context(*rep), rep->cfg.format));
+  emit_locked(*rep, render_notice(event, message, context(*rep), rep->cfg.format, severity));
 }
 
 void report_not_checkable(const std::string& reason, const std::string& message) {
@@ -396,6 +468,24 @@ void report_inspect(const std::string& key, const InspectRecord& record) {
 }
 
 namespace {
+// TMAGUARD_ERROR_MARKER: the first error finding of this process leaves DIR/<pid> (what tmaguard --error-exitcode
+// reads after its job ended, whatever the mode).
+void mark_error(const std::string& dir) {
+  static std::atomic<long> marked_by{0};
+  const long pid = static_cast<long>(getpid());
+  if (marked_by.exchange(pid) == pid) return;
+  const int fd = ::open((dir + "/" + std::to_string(pid)).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd >= 0) ::close(fd);
+}
+
+// Whether TMAGUARD_SUPPRESS names this finding (its rule, on a kernel its glob matches).
+bool suppressed(const Config& cfg, const Finding& f) {
+  for (const Suppression& s : cfg.suppress)
+    if (s.rule == f.rule && (s.kernel_glob.empty() || fnmatch(s.kernel_glob.c_str(), f.kernel.c_str(), 0) == 0))
+      return true;
+  return false;
+}
+
 std::string dedupe_key(const Finding& f) {
   // A warning never hides a later error of the same rule at the same place (word 2 bit 21 decides which).
   return f.rule + '\x1f' + to_string(f.severity) + '\x1f' + f.kernel + '\x1f' + (f.place ? to_string(*f.place) : "-");
@@ -414,6 +504,22 @@ bool findings_unreported(const std::vector<Finding>& findings) {
 Verdict report_findings(std::vector<Finding>& findings) {
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep) return Verdict::kRun;
+  if (!rep->cfg.suppress.empty()) {  // TMAGUARD_SUPPRESS: neither acted on nor reported; counted
+    std::vector<Finding> kept;
+    std::vector<std::string> silenced;
+    for (Finding& f : findings) {
+      if (suppressed(rep->cfg, f)) silenced.push_back(f.rule);
+      else kept.push_back(std::move(f));
+    }
+    findings = std::move(kept);
+    if (!silenced.empty()) {
+      Locked lock;
+      if (lock.held)
+        for (const std::string& r : silenced) ++rep->suppressed_by_rule[r];
+    }
+    if (findings.empty()) return Verdict::kRun;
+  }
+  if (!rep->cfg.error_marker_dir.empty() && has_errors(findings)) mark_error(rep->cfg.error_marker_dir);
   const Mode m = mode();
   // The verdict never depends on the reporter's lock: it is decided first.
   bool reject = false, abort_now = false;
@@ -431,7 +537,7 @@ Verdict report_findings(std::vector<Finding>& findings) {
     if (lock.held) {
       for (std::size_t i = 0; i < findings.size(); ++i) {
         const Finding& f = findings[i];
-        if (f.severity == Severity::kError) ++rep->by_rule[f.rule];
+        ++(f.severity == Severity::kError ? rep->by_rule : rep->warnings_by_rule)[f.rule];
         if (rep->seen[dedupe_key(f)]++ > 0) continue;
         emit_locked(*rep, render_finding(f, context(*rep), actions[i], rep->cfg.format));
       }

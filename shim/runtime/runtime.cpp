@@ -20,6 +20,7 @@
 #include "report/reporter.h"
 #include "base/settings.h"
 #include "base/stderr_io.h"
+#include "tmaguard/report.h"
 #include "tmaguard/rules.h"
 #include "tmaguard_version.h"
 
@@ -38,7 +39,7 @@ const Config* g_config = nullptr;  // likewise
 // Something tmaguard cannot understand stops the job before its first launch, with one line naming it and the
 // way out: a guard that switched itself off in silence would let every bad launch through.
 [[noreturn]] void stop_before_first_launch(const std::string& what, const std::string& remedy) {
-  write_stderr_line("tmaguard: stopping the job before its first launch: " + what + "; " + remedy);
+  write_stderr_line("tmaguard: stopping the job before its first launch: " + what + "; " + remedy, "stop");
   std::_Exit(78);
 }
 
@@ -57,16 +58,32 @@ std::shared_ptr<const RuleSet> load_rules(const Config& cfg) {
   if (cfg.builtin_rules) sets.push_back(parse_rules(builtin_rules_text(), "built-in rules").rules);
   for (const std::string& path : cfg.rules_files) {
     const RulesResult res = load_rules_file(path);
-    for (const std::string& e : res.errors) write_stderr_line("tmaguard: rules error: " + e);
+    for (const std::string& e : res.errors) write_stderr_line("tmaguard: rules error: " + e, "rules-error");
     if (!res.errors.empty() && !cfg.continue_on_rules_error)
       stop_before_first_launch("fix " + path + " (tmaguard check-rules)",
                                "or set TMAGUARD_RULES_ON_ERROR=continue to run without it");
     if (!res.errors.empty())
-      write_stderr_line("tmaguard: continuing without " + path + " (TMAGUARD_RULES_ON_ERROR=continue)");
+      write_stderr_line("tmaguard: continuing without " + path + " (TMAGUARD_RULES_ON_ERROR=continue)", "rules-error");
     for (const std::string& n : res.notices) rules_notice(n);
     sets.push_back(res.rules);
   }
   return merge_rules(sets);
+}
+
+// Whether some rule in force, or tmaguard itself, can report this finding id.
+bool known_finding_id(const RuleSet& rules, const std::string& id) {
+  for (const ReportedId& r : reported_ids(rules))
+    if (r.id == id) return true;
+  for (const FindingKind& k : finding_kinds()) {
+    const std::string_view kid = k.id;
+    if (kid == id) return true;
+    constexpr std::string_view kRulePrefix = "<rule id>";  // <rule>-map-missing, <rule>-map-undecodable
+    if (kid.rfind(kRulePrefix, 0) == 0) {
+      const std::string_view suffix = kid.substr(kRulePrefix.size());
+      if (id.size() > suffix.size() && id.compare(id.size() - suffix.size(), suffix.size(), suffix) == 0) return true;
+    }
+  }
+  return false;
 }
 
 // Everything is built before anything is published: a failure on any path leaves no global state behind.
@@ -77,7 +94,7 @@ bool init() {
   for (const std::string& e : parsed.errors)
     stop_before_first_launch(e, "fix it (tmaguard --help lists every variable), or set TMAGUARD_MODE=off to run "
                                 "without tmaguard");
-  for (const std::string& n : parsed.notices) write_stderr_line("tmaguard: " + n);
+  for (const std::string& n : parsed.notices) write_stderr_line("tmaguard: " + n, "setting-warning");
   std::shared_ptr<const RuleSet> rules = load_rules(cfg);
   if (!real_function(EntryId::cuLaunchKernel)) {
     report_cannot_work(std::string("no usable CUDA driver at '") + driver_path() + "'");
@@ -97,7 +114,12 @@ bool init() {
     return false;
   }
   draw_hash_key();  // before the first launch key: keys are made only once armed
-  for (const std::string& n : rules_notices()) report_notice("rules|" + n, "rules-replaced", n);
+  for (const std::string& n : rules_notices()) report_notice("rules|" + n, "rules-replaced", n, RecordSeverity::kInfo);
+  for (const Suppression& s : cfg.suppress)  // a suppression of an id nothing reports is a typo that hides nothing
+    if (!known_finding_id(*rules, s.rule))
+      stop_before_first_launch("TMAGUARD_SUPPRESS names '" + s.rule + "', which no rule in force reports",
+                               "fix the id (tmaguard-tool findings lists the built-in ones)");
+  fleet_arm(cfg);
   g_rules = new std::shared_ptr<const RuleSet>(std::move(rules));
   g_config = new Config(cfg);
   g_hot.mode.store(cfg.mode, std::memory_order_relaxed);

@@ -89,5 +89,6 @@ const std::vector<Scenario>& fail_closed_scenarios();
 const std::vector<Scenario>& device_scenarios();
 const std::vector<Scenario>& evidence_scenarios();
 const std::vector<Scenario>& round5_scenarios();
+const std::vector<Scenario>& fleet_scenarios();
 
 }  // namespace client

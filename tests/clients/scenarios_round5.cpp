@@ -1,5 +1,5 @@
 // Scenarios of the fifth attack round: clean keys outliving an unload, a forged launch key, dK and dV sharing bytes,
-// transposed dKs of another shape, stderr replaced early, a relative rules file after chdir, a library replaced
+// transposed dKs of another shape, a relative rules file after chdir, a library replaced
 // under its call sites, Python loaded after the first finding, and kernel names one digit off.
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -233,19 +233,6 @@ int dk_padded_k_major() {  // healthy layout, padded sequence: K-major, only its
   return finish(ran(k));
 }
 
-// 4. The job closes stderr and opens its own data file, which lands on descriptor 2, well within its first second;
-// then it launches a transposed dK (log mode): tmaguard's lines must not go into the job's file.
-int stderr_reopened_early() {
-  const char* data = env_or_die("TG_DATA_FILE");
-  close(2);
-  const int fd = open(data, O_WRONLY | O_CREAT | O_TRUNC, 0644);  // no O_CLOEXEC: as a C job opens a file
-  if (fd != 2) die("the data file did not land on descriptor 2");
-  if (write(fd, "DATA\n", 5) != 5) die("write");
-  const Kernel bad = fa4_kernel(false, true, false, false);
-  launch(bad);
-  return finish(ran(bad));
-}
-
 // 3. The job changes its directory before its first CUDA call (as Hydra does), then launches a transposed dK.
 int chdir_then_launch() {
   if (chdir(env_or_die("TG_CHDIR_TO")) != 0) die("chdir");
@@ -362,7 +349,6 @@ const std::vector<Scenario>& round5_scenarios() {
       {"dk_transposed_padded", dk_transposed_padded},
       {"dk_transposed_folded", dk_transposed_folded},
       {"dk_padded_k_major", dk_padded_k_major},
-      {"stderr_reopened_early", stderr_reopened_early},
       {"chdir_then_launch", chdir_then_launch},
       {"replaced_library", replaced_library},
       {"python_loaded_later", python_loaded_later},

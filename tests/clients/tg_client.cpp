@@ -45,17 +45,18 @@ static int tg_client_main(int argc, char** argv) {
   const Scenario* sc = nullptr;
   for (const auto* table : {&core_scenarios(), &hardening_scenarios(), &fa4_scenarios(), &struct_scenarios(),
                             &fail_closed_scenarios(), &device_scenarios(), &evidence_scenarios(),
-                            &round5_scenarios()})
+                            &round5_scenarios(), &fleet_scenarios()})
     for (const Scenario& s : *table)
       if (argv[3] == std::string(s.name)) sc = &s;
   if (!sc) die("unknown scenario");
   // TG_STDERR_FIRST: the job replaces descriptor 2 with its own data file (TG_DATA_FILE) before any CUDA call, opened
-  // with O_CLOEXEC ("cloexec", as Python opens every file) or, 1.2 s into the run, without it ("late").
+  // with O_CLOEXEC ("cloexec", as Python opens every file) or without it, 1.2 s into the run ("late") or at once
+  // ("early": within the process's first second, as a C job opens its file; a shell redirect looks the same then).
   if (const char* how = std::getenv("TG_STDERR_FIRST")) {
     const char* data = std::getenv("TG_DATA_FILE");
     if (!data) die("TG_STDERR_FIRST needs TG_DATA_FILE");
     const bool cloexec = std::string(how) == "cloexec";
-    if (!cloexec) usleep(1200 * 1000);
+    if (std::string(how) == "late") usleep(1200 * 1000);
     ::close(2);
     if (::open(data, O_WRONLY | O_CREAT | O_TRUNC | (cloexec ? O_CLOEXEC : 0), 0644) != 2)
       die("the data file did not get descriptor 2");

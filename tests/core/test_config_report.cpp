@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "tmaguard/config.h"
@@ -111,7 +112,7 @@ TEST(Config, ReferenceTableIsTheDeclaredOne) {
   EXPECT_NE(source_file("docs/reference.md").find(flags_markdown_table()), std::string::npos)
       << "docs/reference.md must carry this table (tmaguard-tool env --markdown prints it):\n"
       << flags_markdown_table();
-  EXPECT_EQ(flags().size(), 10u);
+  EXPECT_EQ(flags().size(), 15u);
   EXPECT_EQ(flags()[0].values, "abort|reject|log|inspect|off");  // a choice flag's values come from its choices
 }
 
@@ -142,6 +143,15 @@ TEST(Findings, EveryIdTheBuiltInRulesReportIsARowWithItsSeverity) {
   }
   EXPECT_EQ(finding_id(FindingId::kRuleMapMissing, "my-rule"), "my-rule-map-missing");
   EXPECT_EQ(finding_id(FindingId::kTmapNullAddress), "tmap-null-address");
+}
+
+// The reference's record schema is the one table writer and reader both use (record_fields.inc).
+TEST(Report, ReferenceSchemaIsTheDeclaredTable) {
+  EXPECT_NE(source_file("docs/reference.md").find(record_fields_markdown_table()), std::string::npos)
+      << "docs/reference.md must carry this table (tmaguard-tool schema prints it):\n"
+      << record_fields_markdown_table();
+  std::set<std::string> keys;
+  for (const RecordField& f : record_fields()) EXPECT_TRUE(keys.insert(f.key).second) << "spelled twice: " << f.key;
 }
 
 TEST(Findings, ReferenceListIsTheTable) {
@@ -198,7 +208,12 @@ TEST(Report, JsonRecordCarriesTheSchema) {
   EXPECT_EQ(j["action"], "abort");
   EXPECT_EQ(j["pid"], 42);
   EXPECT_EQ(j["tid"], 43);
-  EXPECT_EQ(j["rank"], "1");
+  EXPECT_EQ(j["rank"], 1);
+  EXPECT_EQ(j["severity_text"], "ERROR");
+  EXPECT_EQ(j["severity_number"], 17);
+  EXPECT_EQ(j["schema"], kRecordSchema);
+  EXPECT_TRUE(j.contains("timestamp") && j.contains("body"));
+  EXPECT_EQ(j["body"].get<std::string>().find('\n'), std::string::npos);
   EXPECT_EQ(j["tensor_map"]["dims"], nlohmann::json({256, 128}));
   EXPECT_EQ(j["tensor_map"]["strides_bytes"], nlohmann::json({512}));
   EXPECT_EQ(j["tensor_map"]["swizzle"], "128B");

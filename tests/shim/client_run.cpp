@@ -39,6 +39,18 @@ ClientRun run_preloaded(std::vector<std::string> args, std::map<std::string, std
   for (const auto& [k, v] : env) e[k] = v;
   ClientRun r;
   r.p = run_process(args, e, opt);
+  // In JSON mode every line tmaguard writes to stderr is a record: the tests read its notices as the text they say
+  // ("tmaguard: " + message), and keep the raw lines (err_json).
+  if (json_log) {
+    r.err_json = r.p.err;
+    std::istringstream err(r.p.err);
+    std::string text;
+    for (std::string line; std::getline(err, line);) {
+      const json j = json::parse(line, nullptr, false);
+      text += (j.is_object() && j.contains("message") ? "tmaguard: " + j["message"].get<std::string>() : line) + "\n";
+    }
+    r.p.err = text;
+  }
   std::ifstream in(log);
   std::stringstream ss;
   ss << in.rdbuf();

@@ -15,6 +15,7 @@ struct ClientRun {
   ProcessResult p;
   std::vector<json> records;
   std::string log_text;
+  std::string err_json;  // stderr as written, in JSON mode (p.err holds its notices as text)
   int ran = -1, ok = -1, failed = -1, via = -1;
 
   std::vector<json> events(const std::string& e) const;

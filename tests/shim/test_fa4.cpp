@@ -81,8 +81,9 @@ TEST(Fa4Config, TextSummaryCountsLaunchesThatCouldNotBeChecked) {
       run_client({"getproc", "ex", "fa4_config"}, {{"TG_FA4_CONFIG", "varlen4"}, {"TMAGUARD_LOG", ""}}, false, false);
   ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
   EXPECT_NE(r.p.err.find("; not checkable: dK/dV not checkable (plain stores) x2 ("), std::string::npos) << r.p.err;
-  EXPECT_EQ(std::count(r.p.err.begin(), r.p.err.end(), '\n'), 2) << "the notice and the summary, nothing else\n"
-                                                                 << r.p.err;
+  EXPECT_EQ(std::count(r.p.err.begin(), r.p.err.end(), '\n'), 3)
+      << "the start record, the notice and the summary, nothing else\n" << r.p.err;
+  EXPECT_EQ(r.p.err.rfind("tmaguard: start: ", 0), 0u) << r.p.err;
 }
 
 // FA4's sparse MLA dQ/dQv GEMM: a dQ or dQv whose elements share memory is stopped; one whose outer dims are not

@@ -21,9 +21,10 @@ TEST(Report, JsonViolationRecordIsComplete) {
   ASSERT_EQ(r.events("violation").size(), 1u) << describe(r);
   const json v = r.events("violation")[0];
   for (const char* k : {"event", "rule", "severity", "kernel", "tensor", "param_index", "tensor_map", "expected",
-                        "observed", "hint", "action", "pid", "tid", "rank", "time", "provenance"})
+                        "observed", "hint", "action", "pid", "tid", "rank", "timestamp", "provenance", "severity_text",
+                        "severity_number", "body", "schema", "code.function.name", "code.file.path"})
     EXPECT_TRUE(v.contains(k)) << k;
-  EXPECT_EQ(v["rank"], "5");
+  EXPECT_EQ(v["rank"], 5);
   EXPECT_EQ(v["tensor"], "dK");
   EXPECT_EQ(v["param_index"], 7);
   EXPECT_NE(v["kernel"].get<std::string>().find("FlashAttentionBackwardSm100"), std::string::npos);

@@ -109,11 +109,13 @@ TEST(Round5, TransposedDkOfAnotherShapeIsAnError) {
 TEST(Round5, StderrReplacedBeforeTheFirstCudaCallIsNeverWritten) {
   const std::string dir = temp_dir("stderr");
   const std::string data = dir + "/data.txt";
-  const ClientRun r = run_client({"getproc", "launch", "stderr_reopened_early"},
-                                 {{"TMAGUARD_MODE", "log"}, {"TMAGUARD_LOG", ""}, {"TG_DATA_FILE", data}}, false, false);
+  const ClientRun r = run_client({"getproc", "launch", "fa4_dk_bad"},
+                                 {{"TMAGUARD_MODE", "log"}, {"TMAGUARD_LOG", ""}, {"TG_STDERR_FIRST", "early"},
+                                  {"TG_DATA_FILE", data}},
+                                 false, false);
   ASSERT_TRUE(r.p.exited) << describe(r);
-  EXPECT_EQ(r.ran, 1) << describe(r);
-  EXPECT_EQ(read_all(data), "DATA\n") << "tmaguard wrote into the job's own file";
+  EXPECT_EQ(r.ran, 3) << describe(r);
+  EXPECT_EQ(read_all(data), "") << "tmaguard wrote into the job's own file";
   fs::remove_all(dir);
 }
 
