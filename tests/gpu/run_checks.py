@@ -59,7 +59,8 @@ def run(argv, guarded=True, mode=None, log=None, timeout=300, extra_env=None, li
 
 
 def events(records, e):
-    return [r for r in records if r.get("event") == e]
+    """Records of event `e`; for "summary", the final ones (a long job also writes periodic ones, "final": false)."""
+    return [r for r in records if r.get("event") == e and (e != "summary" or r.get("final", True))]
 
 
 def case_fields(out):
@@ -919,49 +920,106 @@ def launch_probe():
 
 def ranks():
     """Multi-rank jobs under torchrun (two ranks sharing the one GPU, no collectives), preloaded the documented way
-    (scripts/tmaguard ... -- torchrun ...): one log per rank, tagged with its rank; the launcher process itself writes
-    none; a bad rank is stopped and named while the healthy rank finishes."""
+    (scripts/tmaguard ... -- torchrun ...), with the fleet's paths: one log per rank named by host, rank and pid, one
+    metrics directory per rank. Each rank leaves its start record and its final summary; the agent's own process
+    (no rank) its start record alone. A bad rank is stopped and named while the healthy rank finishes. A run whose
+    agent is sent SIGTERM (as Slurm's time limit or Kubernetes does) still leaves both ranks' counts."""
     import glob
     import shutil
+    import signal as sig
     gpu = os.path.join(ARGS.root, "tests", "gpu")
     front = os.path.join(ARGS.root, "scripts", "tmaguard")
-    env = {"TMAGUARD_LIB": os.path.join(ARGS.build, "libtmaguard.so")}
+    env = {"TMAGUARD_LIB": os.path.join(ARGS.build, "libtmaguard.so"),
+           "TMAGUARD_TOOL": os.path.join(ARGS.build, "tmaguard-tool")}
 
-    def job(tag, mode, cmd, extra=None):
+    def argv_of(d, mode, cmd):
+        return [front, "--mode", mode, "--json", "--log", os.path.join(d, "%h.%r.%p.jsonl"), "--",
+                sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] + cmd
+
+    def fresh(tag):
         d = os.path.join(ARGS.out, "logs", f"ranks-{tag}")
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
-        argv = [front, "--mode", mode, "--json", "--log", os.path.join(d, "tg.%p.jsonl"), "--",
-                sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] + cmd
-        p, _, _ = run(argv, guarded=False, timeout=600, extra_env=dict(env, **(extra or {})))
+        return d
+
+    def logs_of(d):
         logs = {}
         for f in sorted(glob.glob(os.path.join(d, "*.jsonl"))):
             with open(f) as fh:
                 recs = [json.loads(x) for x in fh if x.strip()]
-            logs[recs[0].get("rank") if recs else None] = recs
-        return p, logs, d
+            rank = next((r["rank"] for r in recs if "rank" in r), None)
+            logs[rank] = recs
+        return logs
 
-    p, logs, _ = job("torch", "abort", [os.path.join(gpu, "torch_step.py"), "10"])
-    sums = {r: events(v, "summary") for r, v in logs.items()}
-    ok = (p.returncode == 0 and set(logs) == {"0", "1"}
-          and all(s and s[0].get("launches_seen", 0) > 0 and not s[0].get("violations") for s in sums.values()))
-    record("multi-rank (torchrun, 2 ranks)", "PyTorch step on every rank: one clean log per rank", ok,
+    def metrics_of(d):
+        return {os.path.basename(m): open(os.path.join(m, f)).read()
+                for m in sorted(glob.glob(os.path.join(d, "metrics-r*"))) for f in os.listdir(m)}
+
+    def job(tag, mode, cmd, extra=None):
+        d = fresh(tag)
+        extra = dict(env, TMAGUARD_METRICS=os.path.join(d, "metrics-r%r"), **(extra or {}))
+        p, _, _ = run(argv_of(d, mode, cmd), guarded=False, timeout=600, extra_env=extra)
+        return p, logs_of(d), metrics_of(d), d
+
+    p, logs, metrics, _ = job("torch", "abort", [os.path.join(gpu, "torch_step.py"), "10"])
+    ranked = {r: v for r, v in logs.items() if r is not None}
+    starts = {r: [x for x in v if x.get("event") == "start"] for r, v in ranked.items()}
+    sums = {r: events(v, "summary") for r, v in ranked.items()}
+    ok = (p.returncode == 0 and set(ranked) == {0, 1}
+          and all(len(s) == 1 and s[0].get("launches_seen", 0) > 0 and not s[0].get("violations")
+                  and s[0].get("final") is True for s in sums.values())
+          and all(len(s) >= 1 for s in starts.values())
+          and set(metrics) == {"metrics-r0", "metrics-r1"}
+          and all(f'rank="{m[-1]}"' in t and "tmaguard_active{" in t for m, t in metrics.items()))
+    record("multi-rank (torchrun, 2 ranks)",
+           "PyTorch step on every rank: a start record, a final summary, metrics per rank", ok,
            f"exit={p.returncode} logs_by_rank={sorted(logs, key=str)} launches_seen="
-           f"{ {r: (s[0].get('launches_seen') if s else None) for r, s in sums.items()} }"
+           f"{ {r: (s[0].get('launches_seen') if s else None) for r, s in sums.items()} } "
+           f"start_records={ {r: len(s) for r, s in starts.items()} } metrics={sorted(metrics)}"
            + ("" if ok else f" stderr={p.stderr[-600:]!r}"))
 
-    p, logs, d = job("bad", "abort", ["--no-python", os.path.join(gpu, "rank_job.sh"),
-                                      os.path.join(ARGS.build, "gpu", "fa4_gpu")], {"TG_BAD_RANK": "1"})
-    v = {r: events(recs, "violation") for r, recs in logs.items()}
-    rep = subprocess.run([front, "report"] + sorted(glob.glob(os.path.join(d, "*.jsonl"))), capture_output=True,
-                         text=True, env=dict(os.environ, **env))
-    ok = (p.returncode != 0 and set(logs) == {"0", "1"} and not v["0"] and len(v["1"]) == 1
-          and v["1"][0].get("rule") == "fa4-dk-not-k-major" and v["1"][0].get("rank") == "1"
-          and "CASE" in p.stdout and "dk=correct" in p.stdout and rep.returncode == 0
+    p, logs, _, d = job("bad", "abort", ["--no-python", os.path.join(gpu, "rank_job.sh"),
+                                         os.path.join(ARGS.build, "gpu", "fa4_gpu")], {"TG_BAD_RANK": "1"})
+    v = {r: events(recs, "violation") for r, recs in logs.items() if r is not None}
+    rep = subprocess.run([front, "report", "--fail-on", "error", d], capture_output=True, text=True,
+                         env=dict(os.environ, **env))
+    ok = (p.returncode != 0 and set(v) == {0, 1} and not v[0] and len(v[1]) == 1
+          and v[1][0].get("rule") == "fa4-dk-not-k-major" and v[1][0].get("rank") == 1
+          and "CASE" in p.stdout and "dk=correct" in p.stdout and rep.returncode == 1
           and "fa4-dk-not-k-major" in rep.stdout)
     record("multi-rank (torchrun, 2 ranks)", "rank 1 launches a bad dK: it alone aborts, its log names rank 1", ok,
            f"torchrun exit={p.returncode} violations_by_rank={ {r: len(x) for r, x in v.items()} } "
-           f"report: {' | '.join(rep.stdout.strip().splitlines()[:6])!r}" + ("" if ok else f" stderr={p.stderr[-800:]!r}"))
+           f"report --fail-on error exit={rep.returncode}: {' | '.join(rep.stdout.strip().splitlines()[:6])!r}"
+           + ("" if ok else f" stderr={p.stderr[-800:]!r}"))
+
+    # SIGTERM to the agent while both ranks run a long step loop: torchrun passes it on to its workers.
+    d = fresh("sigterm")
+    e = dict(os.environ, TMAGUARD_METRICS=os.path.join(d, "metrics-r%r"), **env)
+    e.pop("LD_PRELOAD", None)
+    agent = subprocess.Popen(argv_of(d, "log", [os.path.join(gpu, "torch_step.py"), "100000"]), env=e,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:  # both ranks armed: their metrics files exist
+        if len(glob.glob(os.path.join(d, "metrics-r*", "*.prom"))) >= 2:
+            break
+        time.sleep(0.5)
+    time.sleep(5)  # a few seconds of steps
+    agent.send_signal(sig.SIGTERM)
+    try:
+        out, err = agent.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        out, err = agent.communicate()
+    logs = {r: x for r, x in logs_of(d).items() if r is not None}
+    term = {r: [x for x in recs if x.get("event") == "summary" and x.get("signal") == "SIGTERM"]
+            for r, recs in logs.items()}
+    rep = subprocess.run([env["TMAGUARD_TOOL"], "report", "--json", d], capture_output=True, text=True)
+    ok = (set(logs) == {0, 1} and all(len(t) == 1 and t[0].get("launches_seen", 0) > 0 and t[0].get("final") is True
+                                      for t in term.values()))
+    record("multi-rank (torchrun, 2 ranks)", "SIGTERM to the agent: both ranks' counts in a final summary", ok,
+           f"agent exit={agent.returncode} sigterm_summaries="
+           f"{ {r: [(t.get('launches_seen'), t.get('final')) for t in x] for r, x in term.items()} } "
+           f"report: {rep.stdout[:300]!r}" + ("" if ok else f" stderr={err[-800:]!r}"))
 
 
 def e2e_control():
