@@ -948,7 +948,7 @@ def ranks():
             with open(f) as fh:
                 recs = [json.loads(x) for x in fh if x.strip()]
             rank = next((r["rank"] for r in recs if "rank" in r), None)
-            logs[rank] = recs
+            logs.setdefault(rank, []).extend(recs)  # a rank's helpers (rank_job.sh's sleep) write their own files
         return logs
 
     def metrics_of(d):
