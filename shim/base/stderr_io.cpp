@@ -20,6 +20,7 @@
 #include <ctime>
 
 #include "base/hot.h"
+#include "base/process_facts.h"
 #include "base/settings.h"
 #include "tmaguard/report.h"
 
@@ -194,17 +195,7 @@ void write_stderr_line(const std::string& line, const char* event) {
   // JSON mode: every line tmaguard writes is one record a log agent can parse.
   constexpr std::string_view kPrefix = "tmaguard: ";
   const std::string message = line.rfind(kPrefix, 0) == 0 ? line.substr(kPrefix.size()) : line;
-  ProcessContext c;
-  c.pid = static_cast<long>(getpid());
-  c.tid = static_cast<long>(syscall(SYS_gettid));
-  c.rank = s.config.rank;
-  c.local_rank = s.config.local_rank;
-  c.job_id = s.config.job_id;
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) == 0) c.host = host;
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  c.time = format_time_utc(static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000);
+  const ProcessContext c = process_context(s.config);
   const bool error = std::strcmp(event, "stop") == 0 || std::strcmp(event, "rules-error") == 0;
   write_stderr_bounded(render_notice(event, message, c, LogFormat::kJson,
                                      error ? RecordSeverity::kError : RecordSeverity::kWarn) +

@@ -19,11 +19,11 @@
 
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <string>
 
 #include "base/hot.h"
+#include "base/process_facts.h"
 #include "base/settings.h"
 #include "base/stderr_io.h"
 #include "report/reporter.h"
@@ -34,26 +34,6 @@ namespace tmaguard {
 namespace {
 
 std::atomic<bool> g_start_written{false};
-
-std::string host_name() {
-  char host[256] = {};
-  return gethostname(host, sizeof host - 1) == 0 ? std::string(host) : std::string();
-}
-
-PathContext path_context(const Config& cfg) {
-  PathContext p;
-  p.pid = static_cast<long>(getpid());
-  p.host = host_name();
-  p.rank = cfg.rank;
-  p.job = cfg.job_id;
-  return p;
-}
-
-// Creates the missing directories above `path` (0755), as mkdir -p would.
-void make_parents(const std::string& path) {
-  for (std::size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1))
-    if (mkdir(path.substr(0, at).c_str(), 0755) != 0 && errno != EEXIST) return;
-}
 
 std::string preload_path() {
   Dl_info info{};
@@ -77,19 +57,6 @@ StartRecord start_record(const Config& cfg) {
   return r;
 }
 
-ProcessContext load_context(const Config& cfg) {
-  ProcessContext c;
-  c.pid = static_cast<long>(getpid());
-  c.tid = c.pid;
-  c.rank = cfg.rank;
-  c.local_rank = cfg.local_rank;
-  c.host = host_name();
-  c.job_id = cfg.job_id;
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  c.time = format_time_utc(std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
-  return c;
-}
-
 // ---- metrics
 
 std::atomic<bool> g_metrics_failed_said{false};
@@ -97,7 +64,7 @@ std::atomic<uint64_t> g_metrics_failures{0};
 
 bool write_file_atomically(const std::string& dir, const std::string& name, const std::string& text,
                            std::string* why) {
-  make_parents(dir + "/");
+  make_parent_directories(dir + "/");
   const std::string final_path = dir + "/" + name, tmp = dir + "/." + name + ".tmp";  // not *.prom: never collected
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return *why = std::strerror(errno), false;
@@ -235,11 +202,11 @@ void write_start_record_at_load() {
   if (cfg.mode == Mode::kOff || !s.errors.empty() || cfg.log_path.empty() || cfg.log_path == "stderr") return;
   if (cfg.log_path.rfind("/dev/", 0) == 0 || cfg.log_path.rfind("/proc/", 0) == 0) return;  // a descriptor: at arming
   const std::string path = expand_path(cfg.log_path, path_context(cfg));
-  make_parents(path);
+  make_parent_directories(path);
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK,
                         0644);
   if (fd < 0) return;  // said when the reporter opens it
-  const std::string line = render_start(start_record(cfg), load_context(cfg), cfg.format) + "\n";
+  const std::string line = render_start(start_record(cfg), process_context(cfg), cfg.format) + "\n";
   if (write_whole(fd, line.data(), line.size())) g_start_written.store(true, std::memory_order_release);
   ::close(fd);
 }

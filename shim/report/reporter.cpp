@@ -42,6 +42,7 @@
 #include "base/counters.h"
 #include "base/fork_locks.h"
 #include "base/hot.h"
+#include "base/process_facts.h"
 #include "base/settings.h"
 #include "base/stderr_io.h"
 #include "tmaguard/judge.h"
@@ -54,24 +55,6 @@ namespace {
 constexpr std::size_t kQueuedRecords = 8192;
 // How long the records of an abort and the exit summary may wait for a log that does not take them.
 constexpr auto kDeliveryWait = std::chrono::seconds(5);
-
-// What TMAGUARD_LOG's % sequences stand for now (the pid changes in a forked child).
-PathContext path_context_now() {
-  const Config& cfg = settings().config;
-  PathContext p;
-  p.pid = static_cast<long>(getpid());
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) == 0) p.host = host;
-  p.rank = cfg.rank;
-  p.job = cfg.job_id;
-  return p;
-}
-
-// The missing directories above a log file (0755), as mkdir -p makes them.
-void make_parent_directories(const std::string& path) {
-  for (std::size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1))
-    if (mkdir(path.substr(0, at).c_str(), 0755) != 0 && errno != EEXIST) return;
-}
 
 // The descriptor a path names when it is one of the process's own by name (/dev/stdout, /dev/fd/N, /proc/self/fd/N:
 // symbolic links, which tmaguard would otherwise refuse to follow), or -1.
@@ -159,7 +142,7 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
  private:
   void try_open() {
     std::string why;
-    const std::string path = expand_path(pattern_, path_context_now());
+    const std::string path = expand_path(pattern_, path_context(settings().config));
     if (named_descriptor(path) < 0) make_parent_directories(path);
     fd_ = open_log(path, &why);
     if (fd_ < 0 && !said_) {
