@@ -39,6 +39,11 @@ uint32_t bidi_control(std::string_view s) {
 
 }  // namespace
 
+const std::string& this_build() {
+  static const std::string b = fmt::format("tmaguard {} (git {})", TMAGUARD_VERSION, TMAGUARD_REVISION);
+  return b;
+}
+
 std::string printable(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -62,8 +67,6 @@ std::string printable(std::string_view s) {
 }
 
 namespace {
-
-const std::string kThisBuild = fmt::format("tmaguard {} (git {})", TMAGUARD_VERSION, TMAGUARD_REVISION);
 
 // A record's field as tmaguard writes it, or the fallback when it is missing or of another type (a hostile or
 // damaged log): a report never stops on one record.
@@ -393,7 +396,7 @@ void Rollup::print_text(std::size_t files, uint64_t records, uint64_t bad_lines,
   std::string by;
   for (const auto& [who, n] : writers)
     by += fmt::format("{}{} [{} process{}]", by.empty() ? "" : ", ", who, n, n == 1 ? "" : "es");
-  std::cout << fmt::format("report by {}; logs written by {}\n", kThisBuild,
+  std::cout << fmt::format("report by {}; logs written by {}\n", this_build(),
                            by.empty() ? std::string("unknown (no summary record)") : by);
   std::cout << fmt::format(
       "{} records from {} file(s); {} process summaries: {} launches seen, {} checked, {} tensor maps decoded\n",
@@ -439,7 +442,7 @@ json Rollup::to_json(const std::vector<std::string>& files, uint64_t records, ui
   }
   json sites = json::object();
   for (const auto& [site, v] : sites_) sites[site] = v.first;
-  return {{"report_by", kThisBuild},
+  return {{"report_by", this_build()},
           {"files", files},
           {"records", records},
           {"lines_skipped", bad_lines + mistyped},

@@ -17,6 +17,9 @@ struct ReportOptions {
 //! a line was no record; 2 when a log cannot be read.
 int report(const std::vector<std::string>& files, const ReportOptions& options);
 
+//! This build, as the tool and its report name it ("tmaguard 0.2.0 (git REV)").
+const std::string& this_build();
+
 //! A string from a log, safe to print on a terminal (control bytes as \xNN, bidi controls as \uNNNN).
 std::string printable(std::string_view s);
 

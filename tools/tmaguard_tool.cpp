@@ -30,12 +30,11 @@
 
 namespace {
 
-const std::string kThisBuild = fmt::format("tmaguard {} (git {})", TMAGUARD_VERSION, TMAGUARD_REVISION);
 
 // The library's "@(#)tmaguard VERSION REVISION" marker, read from the file (never loaded: loading it would start
 // nothing, but a library of another build could be anything).
 int version(const std::string& library) {
-  std::cout << kThisBuild << "\n";
+  std::cout << tmaguard_tool::this_build() << "\n";
   if (library.empty()) return 0;
   std::ifstream in(library, std::ios::binary);
   if (!in) {
@@ -56,7 +55,7 @@ int version(const std::string& library) {
   fields >> ver >> rev;
   const std::string lib_build = fmt::format("tmaguard {} (git {})", ver, rev);
   std::cout << fmt::format("library: {}: {}\n", library, lib_build);
-  if (lib_build != kThisBuild) {
+  if (lib_build != tmaguard_tool::this_build()) {
     std::cout << "warning: the library and this helper come from different builds\n";
     return 1;
   }

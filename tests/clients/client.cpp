@@ -192,6 +192,21 @@ CUtensorMap encode_map(const Tensor& t, const MapShape& shape) {
   return m;
 }
 
+CUtensorMap null_address_map() {
+  tmaguard::EncodeArgs a;
+  a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  a.rank = 2;
+  a.address = 0;
+  a.dims = {128, 64};
+  a.strides = {256};
+  a.box = {64, 32};
+  a.element_strides = {1, 1};
+  a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  CUtensorMap m;
+  if (tmaguard::encode(a, reinterpret_cast<uint8_t*>(&m)) != 0) die("inline encode failed");
+  return m;
+}
+
 Kernel make_kernel_raw(const std::string& name, const std::vector<std::vector<uint8_t>>& values,
                        const std::vector<std::size_t>& aligns) {
   Kernel k;

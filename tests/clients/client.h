@@ -47,6 +47,9 @@ struct MapShape {
 //! the driver's byte form, or with --cute in CuTe DSL's).
 CUtensorMap encode_map(const Tensor& t, const MapShape& shape = {});
 
+//! A NULL-address bf16 map (encoded the driver's way, in the client): an error on any kernel.
+CUtensorMap null_address_map();
+
 //! A kernel declared to the stand-in driver, with the values of its parameters.
 struct Kernel {
   void* handle = nullptr;

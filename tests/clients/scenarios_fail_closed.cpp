@@ -40,20 +40,6 @@
 namespace client {
 namespace {
 
-CUtensorMap null_map() {
-  tmaguard::EncodeArgs a;
-  a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  a.rank = 2;
-  a.dims = {128, 64};
-  a.strides = {256};
-  a.box = {64, 32};
-  a.element_strides = {1, 1};
-  a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  CUtensorMap m;
-  if (tmaguard::encode(a, reinterpret_cast<uint8_t*>(&m)) != 0) die("inline encode failed");
-  return m;
-}
-
 int encode_template() {
   auto enc = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(resolve("cuTensorMapEncodeTiled", false, 12000));
   const cuuint64_t dims[2] = {1, 1}, strides[1] = {0};
@@ -84,8 +70,8 @@ int stderr_reused() {
 
 int log_blocked() {
   std::vector<Kernel> bad;
-  for (int i = 0; i < 200; ++i) bad.push_back(make_kernel("blocked_kernel_" + std::to_string(i), {null_map()}));
-  const Kernel late = make_kernel("late_kernel", {null_map()});
+  for (int i = 0; i < 200; ++i) bad.push_back(make_kernel("blocked_kernel_" + std::to_string(i), {null_address_map()}));
+  const Kernel late = make_kernel("late_kernel", {null_address_map()});
   std::thread filler([&] {
     for (const Kernel& k : bad) launch(k);
   });
@@ -131,7 +117,7 @@ int fork_while_launching() {
 
 int fork_behind_stalled_log() {
   std::vector<Kernel> bad;
-  for (int i = 0; i < 400; ++i) bad.push_back(make_kernel("stalled_kernel_" + std::to_string(i), {null_map()}));
+  for (int i = 0; i < 400; ++i) bad.push_back(make_kernel("stalled_kernel_" + std::to_string(i), {null_address_map()}));
   std::thread filler([&] {
     for (const Kernel& k : bad) launch(k);
   });

@@ -20,22 +20,6 @@
 namespace client {
 namespace {
 
-// A NULL-address map: an error on any kernel.
-CUtensorMap null_map() {
-  tmaguard::EncodeArgs a;
-  a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  a.rank = 2;
-  a.address = 0;
-  a.dims = {128, 64};
-  a.strides = {256};
-  a.box = {64, 32};
-  a.element_strides = {1, 1};
-  a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  CUtensorMap m;
-  if (tmaguard::encode(a, reinterpret_cast<uint8_t*>(&m)) != 0) die("inline encode failed");
-  return m;
-}
-
 std::vector<uint8_t> bytes_of(const void* p, std::size_t n) {
   return {static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n};
 }
@@ -81,7 +65,7 @@ int fork_during_init() {
 int many_params() {
   std::vector<std::vector<uint8_t>> values;
   const int32_t v = 1;
-  const CUtensorMap bad = null_map();
+  const CUtensorMap bad = null_address_map();
   for (int i = 0; i < 5000; ++i) values.push_back(i == 4500 ? bytes_of(&bad, sizeof bad) : bytes_of(&v, 4));
   const Kernel k = make_kernel_raw("kernel_with_5000_params", values);
   launch(k);
@@ -107,7 +91,7 @@ int unload_reuse() {
   if (rc != CUDA_SUCCESS) die("unload failed");
   new_module(g_opt.cukernel ? 1 : 0);
   const int32_t n = 1;
-  const CUtensorMap bad = null_map();
+  const CUtensorMap bad = null_address_map();
   const Kernel reused = make_kernel_raw("plain_kernel_with_a_null_map", {bytes_of(&n, 4), bytes_of(&bad, sizeof bad)});
   std::printf("HANDLE_REUSED=%d\n", reused.handle == old_handle ? 1 : 0);
   launch(reused);

@@ -83,50 +83,37 @@ int unload_clean_keys() {
   return finish(fa4_ran);
 }
 
-// The content hash of the tree before round 5 (a public sum over 16-byte lanes with constants in the source).
-uint64_t old_content_hash(const uint8_t* bytes) {
-  static const uint64_t k[16] = {0xbe4ba423396cfeb8ULL, 0x1cad21f72c81017cULL, 0xdb979083e96dd4deULL,
-                                 0x1f67b3b7a4a44072ULL, 0x78e5c0cc4ee679cbULL, 0x2172ffcc7dd05a82ULL,
-                                 0x8e2443f7744608b8ULL, 0x4c263a81e69035e0ULL, 0xcb00c391bb52283cULL,
-                                 0xa32e531b8b65d088ULL, 0x4ef90da297486471ULL, 0xd8acdea946ef1938ULL,
-                                 0x3f349ce33f76faa8ULL, 0x1d4f0bc7c7bbdcf9ULL, 0x3159b4cd4be0518aULL,
-                                 0x647378d9c97e9fc8ULL};
-  uint64_t acc = 0x9e3779b97f4a7c15ULL;
-  for (int i = 0; i < 8; ++i) {
-    uint64_t a, b;
-    std::memcpy(&a, bytes + 16 * i, 8);
-    std::memcpy(&b, bytes + 16 * i + 8, 8);
-    const unsigned __int128 p = static_cast<unsigned __int128>(a ^ k[2 * i]) * (b ^ k[2 * i + 1]);
-    acc += static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64);
-  }
-  acc ^= acc >> 37;
-  acc *= 0x165667919e3779f9ULL;
-  acc ^= acc >> 32;
-  return acc;
-}
-// The old hash's sum before its avalanche, lanes 0..6 (the avalanche is a bijection: equal sums, equal hashes).
+// The content hash of the tree before round 5: a public sum over 16-byte lanes with constants in the source. The
+// sum before its avalanche (lanes 0..lanes-1); the avalanche is a bijection: equal sums, equal hashes.
+constexpr uint64_t kOldKeys[16] = {0xbe4ba423396cfeb8ULL, 0x1cad21f72c81017cULL, 0xdb979083e96dd4deULL,
+                                   0x1f67b3b7a4a44072ULL, 0x78e5c0cc4ee679cbULL, 0x2172ffcc7dd05a82ULL,
+                                   0x8e2443f7744608b8ULL, 0x4c263a81e69035e0ULL, 0xcb00c391bb52283cULL,
+                                   0xa32e531b8b65d088ULL, 0x4ef90da297486471ULL, 0xd8acdea946ef1938ULL,
+                                   0x3f349ce33f76faa8ULL, 0x1d4f0bc7c7bbdcf9ULL, 0x3159b4cd4be0518aULL,
+                                   0x647378d9c97e9fc8ULL};
 uint64_t old_lane_sum(const uint8_t* bytes, int lanes) {
-  static const uint64_t k[16] = {0xbe4ba423396cfeb8ULL, 0x1cad21f72c81017cULL, 0xdb979083e96dd4deULL,
-                                 0x1f67b3b7a4a44072ULL, 0x78e5c0cc4ee679cbULL, 0x2172ffcc7dd05a82ULL,
-                                 0x8e2443f7744608b8ULL, 0x4c263a81e69035e0ULL, 0xcb00c391bb52283cULL,
-                                 0xa32e531b8b65d088ULL, 0x4ef90da297486471ULL, 0xd8acdea946ef1938ULL,
-                                 0x3f349ce33f76faa8ULL, 0x1d4f0bc7c7bbdcf9ULL, 0x3159b4cd4be0518aULL,
-                                 0x647378d9c97e9fc8ULL};
   uint64_t acc = 0x9e3779b97f4a7c15ULL;
   for (int i = 0; i < lanes; ++i) {
     uint64_t a, b;
     std::memcpy(&a, bytes + 16 * i, 8);
     std::memcpy(&b, bytes + 16 * i + 8, 8);
-    const unsigned __int128 p = static_cast<unsigned __int128>(a ^ k[2 * i]) * (b ^ k[2 * i + 1]);
+    const unsigned __int128 p = static_cast<unsigned __int128>(a ^ kOldKeys[2 * i]) * (b ^ kOldKeys[2 * i + 1]);
     acc += static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64);
   }
+  return acc;
+}
+uint64_t old_content_hash(const uint8_t* bytes) {
+  uint64_t acc = old_lane_sum(bytes, 8);
+  acc ^= acc >> 37;
+  acc *= 0x165667919e3779f9ULL;
+  acc ^= acc >> 32;
   return acc;
 }
 // Lane 7 (words 28-31, which the TMA unit never reads) of `bad` set so that the old hash of `bad` is the old hash
 // of `good`: lane 7's term is (a ^ k14) * (b ^ k15) folded, so a ^ k14 = 1 makes it b ^ k15, any value wanted.
 void forge_old(uint8_t* bad, const uint8_t* good) {
   const uint64_t want = old_lane_sum(good, 8) - old_lane_sum(bad, 7);
-  const uint64_t a = 1 ^ 0x3159b4cd4be0518aULL, b = want ^ 0x647378d9c97e9fc8ULL;
+  const uint64_t a = 1 ^ kOldKeys[14], b = want ^ kOldKeys[15];
   std::memcpy(bad + 112, &a, 8);
   std::memcpy(bad + 120, &b, 8);
   if (old_content_hash(bad) != old_content_hash(good)) die("the old hash was not forged");
@@ -246,17 +233,7 @@ int chdir_then_launch() {
 // rename with the longer build, and launches again. Nothing may fault, and no frame may be named from a file that is
 // not the loaded object.
 int null_map_launch(const char* name) {
-  tmaguard::EncodeArgs a;
-  a.dtype = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  a.rank = 2;
-  a.address = 0;
-  a.dims = {128, 64};
-  a.strides = {256};
-  a.box = {64, 32};
-  a.element_strides = {1, 1};
-  a.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  CUtensorMap m;
-  if (tmaguard::encode(a, reinterpret_cast<uint8_t*>(&m)) != 0) die("inline encode failed");
+  const CUtensorMap m = null_address_map();
   const int32_t n = 1;
   const Kernel k = make_kernel_raw(name, {bytes_of(&n, 4), bytes_of(&m, sizeof m)});
   launch(k);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -78,4 +79,19 @@ std::string write_file(const std::string& name, const std::string& text) {
   const std::string path = "/tmp/tmaguard_rules_" + std::to_string(getpid()) + "_" + name;
   std::ofstream(path) << text;
   return path;
+}
+
+std::string temp_dir(const std::string& tag) {
+  const std::filesystem::path d =
+      std::filesystem::temp_directory_path() / ("tmaguard_" + tag + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }

@@ -29,5 +29,9 @@ ClientRun run_preloaded(std::vector<std::string> argv, std::map<std::string, std
                         bool json_log = true, const ProcessOptions& opt = {});
 //! Exit, stdout, stderr and log, for assertion messages.
 std::string describe(const ClientRun& r);
+//! A fresh, empty folder under the temporary directory, named by `tag` and this test process's pid.
+std::string temp_dir(const std::string& tag);
+//! A file's whole content ("" when it cannot be read).
+std::string read_all(const std::string& path);
 //! Writes a file under /tmp (unique to this test process) and returns its path.
 std::string write_file(const std::string& name, const std::string& text);

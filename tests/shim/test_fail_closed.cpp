@@ -18,12 +18,6 @@
 
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string temp_path(const std::string& name) {
   return "/tmp/tmaguard_" + name + "_" + std::to_string(getpid());

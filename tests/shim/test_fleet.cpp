@@ -16,19 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string temp_dir(const std::string& tag) {
-  const fs::path d = fs::temp_directory_path() / ("tmaguard_fleet_" + tag + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<json> records_of(const std::string& text) {
   std::vector<json> out;

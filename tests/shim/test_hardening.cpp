@@ -28,19 +28,7 @@ std::string many_rules(const std::string& name, int n) {
   return write_file(name, text);
 }
 
-std::string temp_dir(const std::string& tag) {
-  const fs::path d = fs::temp_directory_path() / ("tmaguard_" + tag + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // ---- 1. the startup window: launches while tmaguard initialises are checked, never passed through
 TEST(Startup, FirstLaunchesOfEightThreadsAtOnceAreAllChecked) {

@@ -17,19 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string temp_dir(const std::string& tag) {
-  const fs::path d = fs::temp_directory_path() / ("tmaguard_r5_" + tag + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool has_symbol(const json& stack, const std::string& part) {
   for (const auto& f : stack)
