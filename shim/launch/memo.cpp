@@ -111,6 +111,7 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
   e = MemoEntry{};
   e.f = f;
   e.info = info;
+  e.identity = kernel_identity(info);
   fill(e, *info);
   return e;
 }

@@ -52,6 +52,7 @@ struct alignas(64) MemoEntry {
                            // an entry with 1..kCopiedMaps maps, the entry's CleanBlock holds that launch's map bytes
   uint64_t watch_mask;     // the kernel's watched places, all in parameter `watch_param`: bit i is the place at
                            // offset 64 * i (0: none)
+  uint64_t identity;       // kernel_identity(info), kept here so that a keyed repeat reads no line of the KernelInfo
   MapsAt at;
   uint8_t count;
   uint8_t watch_param;
@@ -222,7 +223,7 @@ template <typename Slot>
 __attribute__((noinline, cold)) bool key_clean(MemoEntry& e, std::size_t n, const Slot& slot) {
   const InsideCall inside;
   uint64_t key = 0;
-  if (!launch_key(kernel_identity(e.info), g_hash_key, n, slot, &key)) return false;
+  if (!launch_key(e.identity, g_hash_key, n, slot, &key)) return false;
   if (key != e.clean_key && !shared_key_known(key)) return false;
   if (CleanBlock* b = block_of(e, false)) add_key(*b, key);
   known_again(e, key, n, slot);
@@ -248,7 +249,7 @@ __attribute__((always_inline)) inline bool copy_equal(const MemoEntry& e, std::s
 template <typename Slot>
 __attribute__((always_inline)) inline bool key_known(MemoEntry& e, std::size_t n, const Slot& slot) {
   uint64_t key = 0;
-  if (!t_memo.blocks || !launch_key(kernel_identity(e.info), g_hash_key, n, slot, &key) ||
+  if (!t_memo.blocks || !launch_key(e.identity, g_hash_key, n, slot, &key) ||
       !has_key(t_memo.blocks[&e - t_memo.entries], key))
     return false;
   known_again(e, key, n, slot);
