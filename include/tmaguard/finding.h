@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tmaguard/callsite.h"
+#include "tmaguard/frames.h"
 #include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"
 

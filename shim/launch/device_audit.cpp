@@ -17,7 +17,7 @@
 #include <fmt/format.h>
 
 #include "driver/allocations.h"
-#include "driver/callsite.h"
+#include "callsite/capture.h"
 #include "base/counters.h"
 #include "driver/device_arch.h"
 #include "driver/driver.h"

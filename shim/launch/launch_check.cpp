@@ -17,7 +17,7 @@
 
 #include "base/counters.h"
 #include "base/hash_key.h"
-#include "driver/callsite.h"
+#include "callsite/capture.h"
 #include "driver/device_arch.h"
 #include "runtime/intercept.h"
 #include "launch/kernel_table.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden vectors for tmaguard's Python line tables (tests/core/test_callsite.cpp): for a set of functions compiled by
+"""Golden vectors for tmaguard's Python line tables (tests/core/test_python_lines.cpp): for a set of functions compiled by
 this Python (3.11 or later: the location-table format), one line per code object: first line, the line table in hex,
 and the line CPython itself gives every code unit (co_positions(); 0 where it gives none).
 

@@ -1,5 +1,5 @@
 """Measures, in the running CPython (3.11 or 3.12), the structure offsets tmaguard reads Python frames with
-(shim/driver/python_frames.cpp, k311 / k312), by finding known objects' addresses inside the interpreter's own
+(shim/callsite/python_frames.cpp, k311 / k312), by finding known objects' addresses inside the interpreter's own
 structures, and prints them beside tmaguard's table: "PYLAYOUT field measured expected ok|MISMATCH".
 
     python3 python_layout.py

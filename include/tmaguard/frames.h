@@ -1,5 +1,5 @@
 // tmaguard: where in the job a launch came from: the launching thread's native frames and its Python frames. Pure:
-// the shim captures them (driver/callsite.h); this header holds what a record carries and the line-table arithmetic
+// the shim captures them (callsite/capture.h); this header holds what a record carries and the line-table arithmetic
 // that turns a Python frame's instruction into a source line.
 #pragma once
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tmaguard/callsite.h"
+#include "tmaguard/frames.h"
 
 namespace tmaguard {
 

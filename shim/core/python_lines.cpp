@@ -1,5 +1,5 @@
-// tmaguard core: Python line tables (callsite.h).
-#include "tmaguard/callsite.h"
+// tmaguard core: Python line tables (frames.h).
+#include "tmaguard/frames.h"
 
 namespace tmaguard {
 namespace {

@@ -1,7 +1,7 @@
 // tmaguard shim: where a launch came from: the launching thread's native frames (unwound with the C++ runtime's own
 // unwinder, named from the loader's and the file's symbol tables) and its Python frames (python_frames.h). Called
 // only when a finding is about to be reported, never on a clean launch.
-#include "driver/callsite.h"
+#include "callsite/capture.h"
 
 #include <cxxabi.h>
 #include <dlfcn.h>
@@ -25,7 +25,7 @@
 
 #include "base/counters.h"
 #include "base/fork_locks.h"
-#include "driver/python_frames.h"
+#include "callsite/python_frames.h"
 
 namespace tmaguard {
 namespace {

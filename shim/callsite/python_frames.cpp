@@ -4,7 +4,7 @@
 // process; its structures are read by the layout of its version, every read through safe_read (a read of a bad
 // address fails instead of faulting), and checked against the interpreter's own type objects before anything is
 // believed: a layout tmaguard does not know says so and reads nothing.
-#include "driver/python_frames.h"
+#include "callsite/python_frames.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>

@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "driver/python_frames.h"
-#include "tmaguard/callsite.h"
+#include "callsite/python_frames.h"
+#include "tmaguard/frames.h"
 #include "tmaguard/config.h"
 
 namespace tmaguard {

@@ -1,4 +1,4 @@
-// The Python line tables a call site's Python frames are read with (tmaguard/callsite.h): CPython 3.11's location
+// The Python line tables a call site's Python frames are read with (tmaguard/frames.h): CPython 3.11's location
 // table against the lines CPython itself gives every code unit (tests/data/python_lines_311.txt, written by
 // tests/data/gen_python_lines.py with CPython 3.11), and 3.10's and 3.9's formats against tables built by hand.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tmaguard/callsite.h"
+#include "tmaguard/frames.h"
 
 namespace {
 
