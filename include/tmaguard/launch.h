@@ -1,6 +1,6 @@
 // tmaguard: what a launch hands a kernel, seen as tensor maps. Pure: parameter layout and argument pointers in,
-// descriptor bytes and keys out. The shim collects with these functions; the fuzzers drive them with arbitrary
-// layouts.
+// descriptor bytes and layout keys out. The shim's own workings (the struct search, the launch key) are in
+// shim/core/struct_search.h and shim/core/launch_key.h.
 #pragma once
 
 #include <cstddef>
@@ -118,59 +118,11 @@ bool unjudged_template(const M& m) {
   return m.embedded && m.decoded.ok() && template_map(m.decoded.view);
 }
 
-//! What a search of a launch's parameters over 128 bytes found: the plausible maps, the places that hold no map now
-//! but could later (watched: their word 13, which no map of any form leaves 0, is 0), and whether some places could
-//! not be read (a NULL parameter pointer, a buffer shorter than the parameters): then the search is incomplete.
-//! Places are watched only in a parameter whose size is a multiple of 64: a structure with a CUtensorMap member is
-//! at least 64-byte aligned, so its size is a multiple of 64 (PyTorch's foreach kernels pass 3 KiB lists of pointers
-//! and sizes, 8-byte aligned and rewritten on every launch, that must not cost a look per place per launch).
-struct StructSearch {
-  std::vector<MapPlace> maps;   // in parameter order and, inside a parameter, offset order
-  std::vector<MapPlace> watch;  // at most watch_limit, in the same order
-  bool incomplete = false;      // some places were not readable
-  bool watch_truncated = false; // more empty places than watch_limit
-  std::size_t watch_limit = 0;  // how many places one kernel's search watches at most
-};
-//! The alignment of every structure that can hold a CUtensorMap member (alignas(64) in CUDA 12, 128 in CUDA 13).
-inline constexpr std::size_t kMapStructAlignment = 64;
-//! The byte offset of word 13 (boxDim[0] - 1 in its top byte): never 0 in a tensor map, whose inner box spans at
-//! least 16 bytes.
-inline constexpr std::size_t kWord13Offset = 52;
-//! `watched_before`: the places an earlier search of the kernel watched; one that holds other data now stays watched
-//! (a map may still appear there) unless a map found now overlaps it.
-StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args,
-                            const std::vector<MapPlace>& watched_before = {});
-
-//! True when a watched place still cannot hold a map (its word 13 is 0), for this launch's bytes; false when it now
-//! could, or when its bytes are not available.
-inline bool still_empty(const ParamLayout& layout, const MapPlace& place, const LaunchArgs& args) {
-  const uint8_t* b = args.map(layout, place);
-  if (!b) return false;
-  uint32_t w13;
-  __builtin_memcpy(&w13, b + kWord13Offset, 4);
-  return w13 == 0;
-}
-
-//! Whether a watched place's bytes on this launch may now hold a map and deserve a full look (read_map): not
-//! available (nullptr), or word 13 no longer 0 and every reserved word clear. Other data (a list rewritten on every
-//! launch) costs two loads and no search. The launch fast path and the full check ask the same question.
-inline bool watched_place_may_hold_map(const uint8_t* b) {
-  if (!b) return true;
-  uint32_t w13;
-  __builtin_memcpy(&w13, b + kWord13Offset, 4);
-  return w13 != 0 && may_hold_map(b);
-}
-
 // ---- tensor maps in device memory (read back after the kernel: the shim's device_audit)
 
 //! The most bytes past a pointer the device audit reads (TMAGUARD_DEVICE_READ_BYTES' bound; a rule cannot name a
 //! device place further than this).
 inline constexpr std::size_t kDeviceReadMaxBytes = 65536;
-
-//! Places in a launch's parameters that may hold a device address: every 8-byte parameter (offset 0), then the
-//! 8-byte-aligned words of parameters over 128 bytes (a CUTLASS Params struct's workspace pointer), in order, at most
-//! 64 places in all (Space::kParam places: where the pointer sits).
-std::vector<MapPlace> pointer_places(const ParamLayout& layout);
 
 //! The tensor maps in `n` bytes read from device address `address` (bytes[0] is at `address`): every 128-byte window
 //! at a 64-byte-aligned device address that reads as a map under MapEvidence::kDeviceMemory (any known form,
@@ -182,34 +134,9 @@ struct DeviceWindow {
 };
 std::vector<DeviceWindow> find_device_maps(const uint8_t* bytes, std::size_t n, uint64_t address);
 
-// ---- the clean-launch key: ONE definition, used by the launch fast path and by the full check alike. A key
-// that the two computed differently would make the clean cache silently never hit.
-
 //! The key of a (kernel, tensor-map layout): every map's place and layout fields, never its address (so that
 //! re-allocations do not make a layout new). Inspect mode writes one record per key, for maps in the parameters and
 //! maps read back from device memory alike.
 uint64_t layout_key(std::string_view kernel, const std::vector<TensorMapParam>& maps);
-//! Folds one map's content hash into a launch key.
-inline uint64_t launch_key_fold(uint64_t key, uint64_t map_hash) {
-  return key ^ (map_hash + 0x9e3779b97f4a7c15ULL + (key << 6) + (key >> 2));
-}
-//! The key of a launch: the kernel's identity folded with the keyed content hash of each map (`hash_key`: the
-//! process's secret one in the shim), in place order (never 0). The identity must never name two kernels (the shim
-//! numbers its kernel records; an address of a freed record could be reused). `bytes_of(i)` returns map i's bytes
-//! (nullptr: not available, and then there is no key). `hash_out`, when given, receives each map's hash for reuse.
-template <typename BytesOf>
-inline bool launch_key(uint64_t kernel_identity, const HashKey& hash_key, std::size_t n, BytesOf&& bytes_of,
-                       uint64_t* key, uint64_t* hash_out = nullptr) {
-  uint64_t k = kernel_identity * 0x9e3779b97f4a7c15ULL;
-  for (std::size_t i = 0; i < n; ++i) {
-    const uint8_t* p = bytes_of(i);
-    if (!p) return false;
-    const uint64_t h = content_hash(p, hash_key);
-    if (hash_out) hash_out[i] = h;
-    k = launch_key_fold(k, h);
-  }
-  *key = k | (k == 0);  // never 0: every cache of keys reads 0 as "no key"
-  return true;
-}
 
 }  // namespace tmaguard

@@ -1,4 +1,6 @@
 // tmaguard core: reading a launch's arguments (the `extra` form).
+#include "launch_key.h"
+#include "struct_search.h"
 #include "tmaguard/launch.h"
 
 #include <fmt/format.h>

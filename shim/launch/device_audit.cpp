@@ -24,6 +24,7 @@
 #include "base/fork_locks.h"
 #include "report/reporter.h"
 #include "runtime/runtime.h"
+#include "core/struct_search.h"
 #include "tmaguard/judge.h"
 #include "tmaguard/report.h"
 

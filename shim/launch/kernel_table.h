@@ -10,6 +10,7 @@
 
 #include "base/cuda_names.h"
 #include "base/hot.h"
+#include "core/struct_search.h"
 #include "tmaguard/launch.h"
 
 namespace tmaguard {

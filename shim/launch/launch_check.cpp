@@ -25,6 +25,7 @@
 #include "driver/provenance.h"
 #include "report/reporter.h"
 #include "runtime/runtime.h"
+#include "core/launch_key.h"
 #include "tmaguard/judge.h"
 #include "tmaguard/report.h"
 

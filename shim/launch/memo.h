@@ -29,6 +29,7 @@
 
 #include "base/hash_key.h"
 #include "base/hot.h"
+#include "core/launch_key.h"
 #include "tmaguard/config.h"
 #include "launch/kernel_table.h"
 #include "launch/launch_view.h"

@@ -31,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/launch_key.h"
+#include "core/struct_search.h"
 #include "tmaguard/launch.h"
 
 namespace probe {

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <random>
 
+#include "core/launch_key.h"
+#include "core/struct_search.h"
 #include "tmaguard/launch.h"
 #include "golden_file.h"
 #include "window_corpora.h"
