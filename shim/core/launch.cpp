@@ -35,15 +35,6 @@ std::vector<uint32_t> window_offsets(const ParamLayout& layout, std::size_t p) {
   return out;
 }
 
-const char* to_string(MapEvidence e) {
-  switch (e) {
-    case MapEvidence::kKnown: return "a place a rule names";
-    case MapEvidence::kParameter: return "a 128-byte parameter";
-    case MapEvidence::kInStruct: return "a window inside a structure";
-    default: return "device memory";
-  }
-}
-
 namespace {
 uint32_t load_word2(const uint8_t* b) {
   uint32_t w;
