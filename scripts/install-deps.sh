@@ -15,7 +15,7 @@
 set -euo pipefail
 build_pkgs=(g++ cmake ninja-build binutils git libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
             libcli11-dev libpcre2-dev python3)
-test_pkgs=(dpkg-dev file libgtest-dev libbenchmark-dev clang libclang-rt-dev python3-venv python3-setuptools
+test_pkgs=(dpkg-dev file universal-ctags libgtest-dev libbenchmark-dev clang libclang-rt-dev python3-venv python3-setuptools
            python3-wheel debootstrap slurm-wlm munge procps libpython3-dev prometheus prometheus-node-exporter curl
            util-linux)
 # program -> the package that provides it

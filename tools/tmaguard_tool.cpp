@@ -62,9 +62,16 @@ int version(const std::string& library) {
   return 0;
 }
 
-int check_rules(const std::vector<std::string>& files, bool show_builtin) {
-  if (show_builtin) {
+int check_rules(const std::vector<std::string>& files, bool show_builtin, bool source) {
+  if (show_builtin && source) {
     std::cout << tmaguard::builtin_rules_text();
+    return 0;
+  }
+  if (show_builtin) {
+    const tmaguard::RulesResult r = tmaguard::parse_rules(tmaguard::builtin_rules_text(), "built-in");
+    if (!r.rules) return 1;
+    std::cout << fmt::format("built-in rules ({}; --source prints their TOML):\n", tmaguard::rule_count(*r.rules));
+    for (const std::string& line : tmaguard::describe_rules(*r.rules)) std::cout << "  " << line << "\n";
     return 0;
   }
   int bad = 0;
@@ -130,64 +137,66 @@ int mode_in_environment() {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"tmaguard-tool: validate rule files and summarize tmaguard logs"};
-  app.require_subcommand(1);
+// Every subcommand's options, filled by CLI11.
+struct Options {
   std::vector<std::string> rule_files, logs;
-  bool builtin = false;
-  auto* cr = app.add_subcommand("check-rules", "validate rule files as the library does at start");
-  cr->add_option("files", rule_files, "TOML rule files");
-  cr->add_flag("--builtin", builtin, "print the built-in preset (FA4 SM100 backward)");
-  tmaguard_tool::ReportOptions ropt;
-  auto* rp = app.add_subcommand("report", "summarize JSON-lines logs (any mode, any number of processes and hosts)");
-  rp->add_option("logs", logs, "log files written with TMAGUARD_LOG_FORMAT=json");
-  rp->add_flag("--records", ropt.records, "also print every record as a line of text, in the order of the logs");
-  rp->add_flag("--json", ropt.json, "one JSON document: totals by rule, severity, rank, host and call site, the files "
-                                    "read, lines skipped, processes without a final summary or a start record");
-  rp->add_option("--fail-on", ropt.fail_on, "exit 1 when the logs hold a finding of this severity or above")
-      ->check(CLI::IsMember({"error", "warning"}));
+  bool builtin = false, source = false;
+  tmaguard_tool::ReportOptions report;
   std::string library;
-  auto* vp = app.add_subcommand("version", "this build's version and git revision, and a library's");
-  vp->add_option("--library", library, "a libtmaguard.so to identify");
   bool markdown = false;
-  auto* ep = app.add_subcommand("env", "the TMAGUARD_* environment variables: values, defaults, meaning");
-  ep->add_flag("--markdown", markdown, "as the reference table of docs/reference.md");
-  auto* idp = app.add_subcommand("findings", "every finding id: severity and meaning (Markdown)");
-  auto* sp = app.add_subcommand("schema", "every field of a JSON record: type, which records carry it (Markdown)");
-  auto* mp = app.add_subcommand("mode", "the mode this environment puts the library in, read by the library's own parser "
-                                        "(the tmaguard command asks it, so the two never disagree)");
   std::string dump, address = "0";
   bool as_json = false;
-  auto* fp = app.add_subcommand("find-maps", "list the tensor maps in a dump of device memory");
-  fp->add_option("file", dump, "bytes copied from device memory")->required();
-  fp->add_option("--address", address, "the device address the dump starts at (maps sit at 64-byte-aligned ones)");
-  fp->add_flag("--json", as_json, "one JSON object per map");
-  CLI11_PARSE(app, argc, argv);
-  if (fp->parsed()) return find_maps(dump, address, as_json);
-  if (vp->parsed()) return version(library);
-  if (ep->parsed()) {
-    std::cout << (markdown ? tmaguard::flags_markdown_table() : tmaguard::flags_text());
-    return 0;
-  }
-  if (idp->parsed()) {
-    std::cout << tmaguard::findings_markdown_table();
-    return 0;
-  }
-  if (mp->parsed()) return mode_in_environment();
-  if (sp->parsed()) {
-    std::cout << tmaguard::record_fields_markdown_table();
-    return 0;
-  }
-  if (cr->parsed()) {
-    if (rule_files.empty() && !builtin) {
-      std::cerr << "check-rules: give one or more rule files (or --builtin)\n";
-      return 2;
-    }
-    return check_rules(rule_files, builtin);
-  }
-  if (logs.empty()) {
+};
+
+struct Commands {
+  CLI::App* check_rules;
+  CLI::App* report;
+  CLI::App* version;
+  CLI::App* env;
+  CLI::App* findings;
+  CLI::App* schema;
+  CLI::App* mode;
+  CLI::App* find_maps;
+};
+
+Commands add_commands(CLI::App& app, Options& o) {
+  Commands c{};
+  c.check_rules = app.add_subcommand("check-rules", "validate rule files as the library does at start");
+  c.check_rules->add_option("files", o.rule_files, "TOML rule files");
+  c.check_rules->add_flag("--builtin", o.builtin,
+                          "list the built-in rules compiled into the library (the FlashAttention-4 presets)");
+  c.check_rules->add_flag("--source", o.source, "with --builtin: print their TOML, file by file");
+  c.report = app.add_subcommand("report", "summarize JSON-lines logs (any mode, any number of processes and hosts)");
+  c.report->add_option("logs", o.logs, "log files written with TMAGUARD_LOG_FORMAT=json");
+  c.report->add_flag("--records", o.report.records, "also print every record as a line of text, in the order of the logs");
+  c.report->add_flag("--json", o.report.json, "one JSON document: totals by rule, severity, rank, host and call site, "
+                                              "the files read, lines skipped, processes without a final summary or a "
+                                              "start record");
+  c.report->add_option("--fail-on", o.report.fail_on, "exit 1 when the logs hold a finding of this severity or above")
+      ->check(CLI::IsMember({"error", "warning"}));
+  c.version = app.add_subcommand("version", "this build's version and git revision, and a library's");
+  c.version->add_option("--library", o.library, "a libtmaguard.so to identify");
+  c.env = app.add_subcommand("env", "the TMAGUARD_* environment variables: values, defaults, meaning");
+  c.env->add_flag("--markdown", o.markdown, "as the reference table of docs/reference.md");
+  c.findings = app.add_subcommand("findings", "every finding id: severity and meaning (Markdown)");
+  c.schema = app.add_subcommand("schema", "every field of a JSON record: type, which records carry it (Markdown)");
+  c.mode = app.add_subcommand("mode", "the mode this environment puts the library in, read by the library's own parser "
+                                      "(the tmaguard command asks it, so the two never disagree)");
+  c.find_maps = app.add_subcommand("find-maps", "list the tensor maps in a dump of device memory");
+  c.find_maps->add_option("file", o.dump, "bytes copied from device memory")->required();
+  c.find_maps->add_option("--address", o.address,
+                          "the device address the dump starts at (maps sit at 64-byte-aligned ones)");
+  c.find_maps->add_flag("--json", o.as_json, "one JSON object per map");
+  return c;
+}
+
+int print(const std::string& text) {
+  std::cout << text;
+  return 0;
+}
+
+int run_report(const Options& o) {
+  if (o.logs.empty()) {
     std::cerr << "usage: tmaguard report [--records] [--json] [--fail-on error|warning] LOG.jsonl...\n"
                  "  summarizes logs written with TMAGUARD_LOG_FORMAT=json (any mode, any number of processes and\n"
                  "  ranks): findings by rule, rank and host; coverage and kernels from inspect mode; who wrote them;\n"
@@ -195,5 +204,34 @@ int main(int argc, char** argv) {
                  "  of text; --json prints one JSON document; --fail-on exits 1 when such a finding is there.\n";
     return 2;
   }
-  return tmaguard_tool::report(logs, ropt);
+  return tmaguard_tool::report(o.logs, o.report);
+}
+
+int run(const Commands& c, const Options& o) {
+  if (c.find_maps->parsed()) return find_maps(o.dump, o.address, o.as_json);
+  if (c.version->parsed()) return version(o.library);
+  if (c.env->parsed()) return print(o.markdown ? tmaguard::flags_markdown_table() : tmaguard::flags_text());
+  if (c.findings->parsed()) return print(tmaguard::findings_markdown_table());
+  if (c.mode->parsed()) return mode_in_environment();
+  if (c.schema->parsed()) return print(tmaguard::record_fields_markdown_table());
+  if (c.check_rules->parsed()) {
+    if (o.rule_files.empty() && !o.builtin) {
+      std::cerr << "check-rules: give one or more rule files (or --builtin)\n";
+      return 2;
+    }
+    return check_rules(o.rule_files, o.builtin, o.source);
+  }
+  return run_report(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Users reach these commands through `tmaguard`, so help and usage name it, not this internal binary.
+  CLI::App app{"tmaguard: validate rule files and summarize tmaguard logs", "tmaguard"};
+  app.require_subcommand(1);
+  Options o;
+  const Commands c = add_commands(app, o);
+  CLI11_PARSE(app, argc, argv);
+  return run(c, o);
 }

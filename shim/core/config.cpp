@@ -302,6 +302,34 @@ std::vector<std::string> misspelled_variables(const std::vector<std::string>& na
   return out;
 }
 
+namespace {
+
+// Where the job says who this process is: its rank and local rank (the first launcher variable set) and job id.
+void read_identity(const EnvLookup& env, Config& c) {
+  for (const RankVariable& v : rank_variables()) {
+    const char* g = env(v.global);
+    const char* l = env(v.local);
+    if (c.rank.empty() && g && !trim(g).empty()) {
+      c.rank = std::string(trim(g));
+      c.rank_from = v.global;
+    }
+    if (c.local_rank.empty() && l && !trim(l).empty()) {
+      c.local_rank = std::string(trim(l));
+      if (c.rank_from.empty()) c.rank_from = v.local;
+    }
+  }
+  for (const char* j : {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"}) {
+    const char* v = env(j);
+    if (v && !trim(v).empty()) {
+      c.job_id = std::string(trim(v));
+      c.job_from = j;
+      break;
+    }
+  }
+}
+
+}  // namespace
+
 ConfigResult parse_config(const EnvLookup& env, bool secure_execution, const std::vector<std::string>* names,
                           const ConfigFile* file) {
   ConfigResult r;
@@ -336,33 +364,11 @@ ConfigResult parse_config(const EnvLookup& env, bool secure_execution, const std
       r.errors.push_back(source == "environment" ? fmt::format("{}='{}' {}", row.info.name, raw, why)
                                                  : fmt::format("{}: {}='{}' {}", file->path, row.info.name, raw, why));
   }
-  if (!ignored.empty()) {
-    std::string names_ignored;
-    for (const std::string& n : ignored) names_ignored += (names_ignored.empty() ? "" : ", ") + n;
+  if (!ignored.empty())
     r.notices.push_back(fmt::format("secure-execution process (setuid or similar): {} ignored; reports go to stderr, "
                                     "built-in rules only",
-                                    names_ignored));
-  }
-  for (const RankVariable& v : rank_variables()) {
-    const char* g = env(v.global);
-    const char* l = env(v.local);
-    if (r.config.rank.empty() && g && !trim(g).empty()) {
-      r.config.rank = std::string(trim(g));
-      r.config.rank_from = v.global;
-    }
-    if (r.config.local_rank.empty() && l && !trim(l).empty()) {
-      r.config.local_rank = std::string(trim(l));
-      if (r.config.rank_from.empty()) r.config.rank_from = v.local;
-    }
-  }
-  for (const char* j : {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"}) {
-    const char* v = env(j);
-    if (v && !trim(v).empty()) {
-      r.config.job_id = std::string(trim(v));
-      r.config.job_from = j;
-      break;
-    }
-  }
+                                    fmt::join(ignored, ", ")));
+  read_identity(env, r.config);
   return r;
 }
 

@@ -381,41 +381,44 @@ uint64_t total(const std::map<std::string, uint64_t>& m) {
 }
 }  // namespace
 
-std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat format) {
-  if (format == LogFormat::kJson) {
-    json j;
-    j[field::kEvent] = "summary";
-    j[field::kFinal] = s.final;
-    if (!s.signal.empty()) j[field::kSignal] = s.signal;
-    if (!s.mode.empty()) j[field::kMode] = s.mode;
-    j[field::kLaunchesSeen] = s.launches_seen;
-    j[field::kLaunchesChecked] = s.launches_checked;
-    j[field::kMapsDecoded] = s.tensor_maps_decoded;
-    j[field::kCleanCopies] = s.clean_copies;
-    j[field::kViolations] = s.violations_by_rule;
-    j[field::kWarnings] = s.warnings_by_rule;
-    j[field::kSuppressed] = s.suppressed_by_rule;
-    j[field::kNotCheckable] = s.not_checkable;
-    if (!s.not_checked.empty()) j[field::kNotChecked] = s.not_checked;
-    j[field::kRecordsLost] = s.log_records_lost;
-    if (s.records_dropped) j[field::kRecordsDropped] = s.records_dropped;
-    if (s.metrics_failures) j[field::kMetricsFailed] = s.metrics_failures;
-    if (s.call_sites_taken)
-      j[field::kCallSites] = {{"taken", s.call_sites_taken}, {"mean_us", s.call_site_ns / 1000.0 / s.call_sites_taken}};
-    if (s.device_launches_audited || !s.device_skipped.empty())
-      j[field::kDeviceAudit] = {{"launches_audited", s.device_launches_audited},
-                                {"buffers_read", s.device_buffers_read},
-                                {"maps_found", s.device_maps_found},
-                                {"skipped", s.device_skipped}};
-    if (!s.version.empty()) j[field::kVersion] = s.version;
-    if (!s.revision.empty()) j[field::kRevision] = s.revision;
-    const std::string body =
-        fmt::format("{}summary{}: {} launches seen, {} checked; {} errors, {} warnings, {} suppressed",
-                    s.final ? "final " : "", s.signal.empty() ? "" : " on " + s.signal, s.launches_seen,
-                    s.launches_checked, total(s.violations_by_rule), total(s.warnings_by_rule),
-                    total(s.suppressed_by_rule));
-    return stamped(j, ctx, RecordSeverity::kInfo, body);
-  }
+namespace {
+
+std::string summary_json(const Summary& s, const ProcessContext& ctx) {
+  json j;
+  j[field::kEvent] = "summary";
+  j[field::kFinal] = s.final;
+  if (!s.signal.empty()) j[field::kSignal] = s.signal;
+  if (!s.mode.empty()) j[field::kMode] = s.mode;
+  j[field::kLaunchesSeen] = s.launches_seen;
+  j[field::kLaunchesChecked] = s.launches_checked;
+  j[field::kMapsDecoded] = s.tensor_maps_decoded;
+  j[field::kCleanCopies] = s.clean_copies;
+  j[field::kViolations] = s.violations_by_rule;
+  j[field::kWarnings] = s.warnings_by_rule;
+  j[field::kSuppressed] = s.suppressed_by_rule;
+  j[field::kNotCheckable] = s.not_checkable;
+  if (!s.not_checked.empty()) j[field::kNotChecked] = s.not_checked;
+  j[field::kRecordsLost] = s.log_records_lost;
+  if (s.records_dropped) j[field::kRecordsDropped] = s.records_dropped;
+  if (s.metrics_failures) j[field::kMetricsFailed] = s.metrics_failures;
+  if (s.call_sites_taken)
+    j[field::kCallSites] = {{"taken", s.call_sites_taken}, {"mean_us", s.call_site_ns / 1000.0 / s.call_sites_taken}};
+  if (s.device_launches_audited || !s.device_skipped.empty())
+    j[field::kDeviceAudit] = {{"launches_audited", s.device_launches_audited},
+                              {"buffers_read", s.device_buffers_read},
+                              {"maps_found", s.device_maps_found},
+                              {"skipped", s.device_skipped}};
+  if (!s.version.empty()) j[field::kVersion] = s.version;
+  if (!s.revision.empty()) j[field::kRevision] = s.revision;
+  const std::string body =
+      fmt::format("{}summary{}: {} launches seen, {} checked; {} errors, {} warnings, {} suppressed",
+                  s.final ? "final " : "", s.signal.empty() ? "" : " on " + s.signal, s.launches_seen,
+                  s.launches_checked, total(s.violations_by_rule), total(s.warnings_by_rule),
+                  total(s.suppressed_by_rule));
+  return stamped(j, ctx, RecordSeverity::kInfo, body);
+}
+
+std::string summary_text(const Summary& s, const ProcessContext& ctx) {
   auto counted = [](const std::map<std::string, uint64_t>& m) {
     std::string v;
     for (const auto& [what, n] : m) v += fmt::format("{}{} x{}", v.empty() ? "" : ", ", esc(what), n);
@@ -444,6 +447,12 @@ std::string render_summary(const Summary& s, const ProcessContext& ctx, LogForma
   }
   const std::string by = s.version.empty() ? "" : fmt::format("; tmaguard {} git {}", s.version, s.revision);
   return line + fmt::format(" ({}{})", ctx_text(ctx), by);
+}
+
+}  // namespace
+
+std::string render_summary(const Summary& s, const ProcessContext& ctx, LogFormat format) {
+  return format == LogFormat::kJson ? summary_json(s, ctx) : summary_text(s, ctx);
 }
 
 std::string render_start(const StartRecord& r, const ProcessContext& ctx, LogFormat format) {

@@ -76,68 +76,91 @@ std::vector<Evaluation> evaluate(const Check& c, const std::map<std::string, con
   return out;
 }
 
-void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<TensorMapParam>& maps,
-                   std::vector<Finding>& out, std::vector<NotCheckable>* not_checkable) {
-  const auto n = static_cast<int64_t>(maps.size());
-  auto finding = [&](const std::string& id, std::optional<Severity> sev, const std::string& tensor,
-                     const TensorMapParam* m, const std::string& hint) {
+// One rule against one launch, step by step: each step returns false when the rule stops there (a finding written or
+// the rule not applying).
+struct RuleRun {
+  const Rule& r;
+  std::string_view kernel;
+  const std::vector<TensorMapParam>& maps;
+  std::vector<Finding>& out;
+  std::map<std::string, const TensorMapParam*> named;
+
+  Finding finding(const std::string& id, std::optional<Severity> sev, const std::string& tensor,
+                  const TensorMapParam* m, const std::string& hint) const {
     Finding f = make_finding(id.empty() ? r.id : id, sev.value_or(r.severity), kernel, tensor, m);
     f.action = r.action;
     f.hint = hint.empty() ? r.hint : hint;
     return f;
-  };
-  if (!r.expect_map_count.empty() &&
-      std::find(r.expect_map_count.begin(), r.expect_map_count.end(), n) == r.expect_map_count.end()) {
-    Finding f = finding("", std::nullopt, "kernel", nullptr, "");
-    f.expected = fmt::format("{} tensor-map parameters", fmt::join(r.expect_map_count, " or "));
-    f.observed = fmt::format("{} tensor-map parameters", n);
+  }
+
+  bool map_count_matches() {
+    const auto n = static_cast<int64_t>(maps.size());
+    if (!r.expect_map_count.empty() &&
+        std::find(r.expect_map_count.begin(), r.expect_map_count.end(), n) == r.expect_map_count.end()) {
+      Finding f = finding("", std::nullopt, "kernel", nullptr, "");
+      f.expected = fmt::format("{} tensor-map parameters", fmt::join(r.expect_map_count, " or "));
+      f.observed = fmt::format("{} tensor-map parameters", n);
+      out.push_back(std::move(f));
+      return false;
+    }
+    return !r.map_count || *r.map_count == n;
+  }
+
+  // An order past the launch's maps: the rule never applies to this kernel's launches. Said (once per rule and
+  // kernel: the reporter's dedupe), never silent.
+  void say_missing(const MapRef& m) {
+    const auto counted = std::count_if(maps.begin(), maps.end(), [](const TensorMapParam& x) { return !x.named_only; });
+    Finding f = finding(finding_id(FindingId::kRuleMapMissing, r.id), Severity::kWarning, m.name, nullptr, "");
+    f.expected = fmt::format("map '{}' = {} among the launch's tensor maps", m.name, m.order);
+    f.observed = fmt::format("the launch has {} tensor map(s)", counted);
+    f.hint = "the rule was not applied to this kernel: fix its map order (tmaguard inspect shows a launch's maps), "
+             "or narrow its kernel matcher or map_count to the launches it is for";
     out.push_back(std::move(f));
-    return;
   }
-  if (r.map_count && *r.map_count != n) return;
-  std::map<std::string, const TensorMapParam*> named;
-  for (const MapRef& m : r.maps) {
-    const TensorMapParam* p = resolve(m, maps);
-    if (!p && !m.place) {
-      // An order past the launch's maps: the rule never applies to this kernel's launches. Said (once per rule and
-      // kernel: the reporter's dedupe), never silent.
-      const auto counted = std::count_if(maps.begin(), maps.end(), [](const TensorMapParam& x) { return !x.named_only; });
-      Finding f = finding(finding_id(FindingId::kRuleMapMissing, r.id), Severity::kWarning, m.name, nullptr, "");
-      f.expected = fmt::format("map '{}' = {} among the launch's tensor maps", m.name, m.order);
-      f.observed = fmt::format("the launch has {} tensor map(s)", counted);
-      f.hint = "the rule was not applied to this kernel: fix its map order (tmaguard inspect shows a launch's maps), "
-               "or narrow its kernel matcher or map_count to the launches it is for";
-      out.push_back(std::move(f));
-      return;
+
+  bool name_maps() {
+    for (const MapRef& m : r.maps) {
+      const TensorMapParam* p = resolve(m, maps);
+      if (!p && !m.place) {
+        say_missing(m);
+        return false;
+      }
+      if (!p) return false;
+      // A place named by parameter that holds no map on this launch: said (once per rule, kernel and place, by the
+      // reporter's dedupe), and the rule does not apply.
+      if (m.place && !p->decoded.ok() && !unjudged_template(*p)) {
+        Finding f = finding(finding_id(FindingId::kRuleMapUndecodable, r.id), Severity::kWarning, m.name, p, "");
+        f.expected = fmt::format("'{}' (param {}) is a tensor map", m.name, to_string(*m.place));
+        f.observed = p->decoded.not_a_map;
+        f.hint = "the place this rule names holds no tensor map on this launch; the rule was not applied";
+        out.push_back(std::move(f));
+        return false;
+      }
+      named[m.name] = p;
     }
-    if (!p) return;
-    // A place named by parameter that holds no map on this launch: said (once per rule, kernel and place, by the
-    // reporter's dedupe), and the rule does not apply.
-    if (m.place && !p->decoded.ok() && !unjudged_template(*p)) {
-      Finding f = finding(finding_id(FindingId::kRuleMapUndecodable, r.id), Severity::kWarning, m.name, p, "");
-      f.expected = fmt::format("'{}' (param {}) is a tensor map", m.name, to_string(*m.place));
-      f.observed = p->decoded.not_a_map;
-      f.hint = "the place this rule names holds no tensor map on this launch; the rule was not applied";
-      out.push_back(std::move(f));
-      return;
-    }
-    named[m.name] = p;
+    return true;
   }
-  for (const Check& c : r.when)
-    for (const Evaluation& e : evaluate(c, named))
-      if (e.template_named || e.undecodable || e.failure) return;
-  std::vector<std::string> unmet;
-  for (const Check& c : r.require) {
-    for (const Evaluation& e : evaluate(c, named)) {
-      if (e.undecodable) {  // said once per map, however many entries name it
-        const std::string line = fmt::format("{} is not a tensor map ({})", e.undecodable == named.at(c.a) ? c.a : e.b,
-                                             e.undecodable->decoded.not_a_map);
-        if (std::find(unmet.begin(), unmet.end(), line) == unmet.end()) unmet.push_back(line);
-      } else if (e.failure)
-        unmet.push_back(fmt::format("{}: {}", e.failure->expected, e.failure->observed));
-    }
+
+  bool when_holds() const {
+    for (const Check& c : r.when)
+      for (const Evaluation& e : evaluate(c, named))
+        if (e.template_named || e.undecodable || e.failure) return false;
+    return true;
   }
-  if (!unmet.empty()) {
+
+  bool signature_met() {
+    std::vector<std::string> unmet;
+    for (const Check& c : r.require) {
+      for (const Evaluation& e : evaluate(c, named)) {
+        if (e.undecodable) {  // said once per map, however many entries name it
+          const std::string line = fmt::format("{} is not a tensor map ({})", e.undecodable == named.at(c.a) ? c.a : e.b,
+                                               e.undecodable->decoded.not_a_map);
+          if (std::find(unmet.begin(), unmet.end(), line) == unmet.end()) unmet.push_back(line);
+        } else if (e.failure)
+          unmet.push_back(fmt::format("{}: {}", e.failure->expected, e.failure->observed));
+      }
+    }
+    if (unmet.empty()) return true;
     Finding f = finding(r.signature_id, Severity::kWarning, "kernel", nullptr, "");
     f.expected = fmt::format("the tensor maps of the kernel signature rule '{}' describes", r.id);
     f.observed = fmt::format("not met: {}", fmt::join(unmet, "; "));
@@ -145,34 +168,45 @@ void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<Ten
         "a kernel version or configuration this rule does not know: its layouts were not judged (no error). "
         "Report the kernel name and this record to tmaguard";
     out.push_back(std::move(f));
-    return;
+    return false;
   }
+
+  void run_checks() {
+    std::set<std::string> failed;  // after a map fails one check, its later checks are skipped (first cause wins)
+    for (const Check& c : r.checks) {
+      for (const Evaluation& e : evaluate(c, named)) {
+        if (failed.count(c.a)) break;
+        if (e.undecodable) {
+          const std::string& name = e.undecodable == named.at(c.a) ? c.a : e.b;
+          Finding f =
+              finding(finding_id(FindingId::kRuleMapUndecodable, r.id), Severity::kWarning, name, e.undecodable, "");
+          f.expected = fmt::format("'{}' is a tensor map", name);
+          f.observed = e.undecodable->decoded.not_a_map;
+          f.hint = "the kernel's parameters do not match what this rule expects";
+          failed.insert(c.a);
+          out.push_back(std::move(f));
+          continue;
+        }
+        if (!e.failure) continue;
+        failed.insert(c.a);
+        Finding f = finding(c.id, c.severity, c.a, named.at(c.a), c.hint);
+        f.expected = e.failure->expected;
+        f.observed = e.failure->observed;
+        out.push_back(std::move(f));
+      }
+    }
+  }
+};
+
+void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<TensorMapParam>& maps,
+                   std::vector<Finding>& out, std::vector<NotCheckable>* not_checkable) {
+  RuleRun run{r, kernel, maps, out, {}};
+  if (!run.map_count_matches() || !run.name_maps() || !run.when_holds() || !run.signature_met()) return;
   if (!r.not_checkable.empty()) {
     if (not_checkable) not_checkable->push_back({r.not_checkable, r.not_checkable_message});
     return;
   }
-  std::set<std::string> failed;  // after a map fails one check, its later checks are skipped (first cause wins)
-  for (const Check& c : r.checks) {
-    for (const Evaluation& e : evaluate(c, named)) {
-      if (failed.count(c.a)) break;
-      if (e.undecodable) {
-        const std::string& name = e.undecodable == named.at(c.a) ? c.a : e.b;
-        Finding f = finding(finding_id(FindingId::kRuleMapUndecodable, r.id), Severity::kWarning, name, e.undecodable, "");
-        f.expected = fmt::format("'{}' is a tensor map", name);
-        f.observed = e.undecodable->decoded.not_a_map;
-        f.hint = "the kernel's parameters do not match what this rule expects";
-        failed.insert(c.a);
-        out.push_back(std::move(f));
-        continue;
-      }
-      if (!e.failure) continue;
-      failed.insert(c.a);
-      Finding f = finding(c.id, c.severity, c.a, named.at(c.a), c.hint);
-      f.expected = e.failure->expected;
-      f.observed = e.failure->observed;
-      out.push_back(std::move(f));
-    }
-  }
+  run.run_checks();
 }
 
 }  // namespace

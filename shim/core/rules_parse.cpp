@@ -320,6 +320,16 @@ class Parser {
       else
         error(n, fmt::format("'replaces_builtin' in {} must be true or false, got {}", where, type_name(*n)));
     }
+    parse_matchers(t, r, where);
+    parse_counts(t, r, where);
+    parse_policy(t, r, where);
+    parse_body(t, r, where);
+    check_consistent(t, r, where);
+    out.rules.push_back(std::move(r));
+  }
+
+  // kernel, kernel_glob or kernel_regex: exactly one, naming something.
+  void parse_matchers(const toml::table& t, Rule& r, const std::string& where) {
     int matchers = 0;
     if (const auto s = str(t, "kernel", where, false)) r.substring = *s, ++matchers;
     if (const auto g = str(t, "kernel_glob", where, false)) {
@@ -338,6 +348,9 @@ class Parser {
       if (const toml::node* k = t.get(key); k && k->value<std::string_view>() && k->value<std::string_view>()->empty())
         error(k, fmt::format("{} = \"\" in {} names no kernel: give a substring, glob or regex of kernel names", key,
                              where));
+  }
+
+  void parse_counts(const toml::table& t, Rule& r, const std::string& where) {
     r.map_count = integer(t, "map_count", where);
     if (const toml::node* n = t.get("expect_map_count")) {
       const toml::array* arr = n->as_array();
@@ -352,6 +365,9 @@ class Parser {
         }
       }
     }
+  }
+
+  void parse_policy(const toml::table& t, Rule& r, const std::string& where) {
     if (const auto s = severity(t, where)) r.severity = *s;
     if (const auto a = str(t, "action", where, false)) {
       if (*a == "abort" || *a == "reject" || *a == "log")
@@ -360,6 +376,10 @@ class Parser {
         error(t.get("action"), fmt::format("action '{}' in {} is not one of abort, reject, log", *a, where));
     }
     if (const auto h = str(t, "hint", where, false)) r.hint = *h;
+  }
+
+  // maps, when, require, check, and what a rule says when its kernel cannot be checked.
+  void parse_body(const toml::table& t, Rule& r, const std::string& where) {
     if (const toml::node* n = t.get("maps")) parse_maps(n, r, where);
     parse_checks(t, "when", r, where, false, r.when);
     parse_checks(t, "require", r, where, false, r.require);
@@ -368,6 +388,10 @@ class Parser {
     if (!r.require.empty() && r.signature_id.empty()) r.signature_id = r.id + "-unrecognized-signature";
     if (const auto nc = str(t, "not_checkable", where, false)) r.not_checkable = *nc;
     if (const auto m = str(t, "not_checkable_message", where, false)) r.not_checkable_message = *m;
+  }
+
+  // What no single key shows: combinations a rule cannot have.
+  void check_consistent(const toml::table& t, Rule& r, const std::string& where) {
     if (!r.not_checkable_message.empty() && r.not_checkable.empty())
       error(t.get("not_checkable_message"), fmt::format("{} has a not_checkable_message but no not_checkable", where));
     if (!r.not_checkable.empty() && !r.checks.empty())
@@ -388,7 +412,6 @@ class Parser {
       error(&t, fmt::format("{} has no [[rule.check]], no expect_map_count and no not_checkable: it can never report "
                             "anything",
                             where));
-    out.rules.push_back(std::move(r));
   }
 
  private:

@@ -98,18 +98,34 @@ void relaxed(const std::function<void()>& fn) {
 
 // ---- the worker
 
-// The maps in what one read brought back, judged and reported.
-void examine(const Slot& s) {
-  const KernelInfo& k = *s.kernel;
+// The bytes a map covers, past the allocation its address lies in and any that follow it without a gap (no claim for
+// a template or a map built on address arithmetic: map_range says which): a finding when the tensor reaches past.
+std::optional<Finding> beyond_allocation(const Slot& s, const Range& r, const TensorMapParam& m) {
+  const TensorMapView& v = m.decoded.view;
+  const std::optional<ByteRange> span = template_map(v) ? std::nullopt : map_range(v.encode_args());
+  const uint64_t end = span ? mapped_through(r, span->end, s.epoch).end : 0;
+  if (!span || span->end <= end) return std::nullopt;
+  Finding f = make_finding(FindingId::kTmapBeyondAllocation, Severity::kError, s.kernel->name,
+                           "param " + to_string(m.place), &m);
+  f.expected = fmt::format("the tensor the map describes ({} bytes from 0x{:x}) inside its allocation "
+                           "[0x{:x}, 0x{:x})",
+                           span->end - span->first, span->first, r.start, end);
+  f.observed = fmt::format("it reaches {} bytes past the allocation's end", span->end - end);
+  f.hint = "the descriptor's dims or strides are larger than the tensor it was built for (a wrong shape or "
+           "stride passed to the device-side descriptor)";
+  return f;
+}
+
+// The maps in what one read brought back whose tensors lie in device memory the driver allocated (bytes that merely
+// look like one elsewhere do not count); a map repeated byte for byte (every program's copy) is taken at its first
+// place.
+std::vector<TensorMapParam> maps_read_back(const Slot& s, std::vector<Finding>& findings) {
   std::vector<TensorMapParam> maps;
-  std::vector<Finding> findings;
-  std::vector<uint64_t> seen_bytes;  // a map repeated byte for byte (every program's copy) is judged at its first place
+  std::vector<uint64_t> seen_bytes;
   for (DeviceWindow& w : find_device_maps(s.host, s.bytes, s.address)) {
     const uint64_t h = content_hash(s.host + w.at);
     if (std::find(seen_bytes.begin(), seen_bytes.end(), h) != seen_bytes.end()) continue;
     seen_bytes.push_back(h);
-    // Only a map whose tensor lies in device memory the driver allocated counts (bytes that merely look like one
-    // elsewhere do not).
     Range r;
     // A ragged map's address lies below its tensor by design: the tensor's base is what the allocation holds.
     const Allocation then = allocation_at(judged_view(w.decoded.view).address, s.epoch, &r);
@@ -121,23 +137,31 @@ void examine(const Slot& s) {
     TensorMapParam m;
     m.place = MapPlace::device(s.pointer.param, s.pointer.offset, w.at);
     m.decoded = std::move(w.decoded);
-    const TensorMapView& v = m.decoded.view;
-    // The bytes the map covers, past the allocation its address lies in and any that follow it without a gap (no
-    // claim for a template or a map built on address arithmetic: map_range says which).
-    const std::optional<ByteRange> span = template_map(v) ? std::nullopt : map_range(v.encode_args());
-    const uint64_t end = span ? mapped_through(r, span->end, s.epoch).end : 0;
-    if (span && span->end > end) {
-      Finding f = make_finding(FindingId::kTmapBeyondAllocation, Severity::kError, k.name, "param " + to_string(m.place), &m);
-      f.expected = fmt::format("the tensor the map describes ({} bytes from 0x{:x}) inside its allocation "
-                               "[0x{:x}, 0x{:x})",
-                               span->end - span->first, span->first, r.start, end);
-      f.observed = fmt::format("it reaches {} bytes past the allocation's end", span->end - end);
-      f.hint = "the descriptor's dims or strides are larger than the tensor it was built for (a wrong shape or "
-               "stride passed to the device-side descriptor)";
-      findings.push_back(std::move(f));
-    }
+    if (auto f = beyond_allocation(s, r, m)) findings.push_back(std::move(*f));
     maps.push_back(std::move(m));
   }
+  return maps;
+}
+
+constexpr const char* kReadBackProvenance = "built or written on the device; read back after the kernel ran";
+
+void inspect_read_back(const Slot& s, const std::vector<TensorMapParam>& maps) {
+  const KernelInfo& k = *s.kernel;
+  InspectRecord rec;
+  rec.kernel = k.name;
+  rec.grid = {s.geometry.gx, s.geometry.gy, s.geometry.gz};
+  rec.block = {s.geometry.bx, s.geometry.by, s.geometry.bz};
+  for (std::size_t i = 0; i < k.layout.offsets.size(); ++i) rec.params.emplace_back(k.layout.offsets[i], k.layout.sizes[i]);
+  for (std::size_t i = 0; i < maps.size(); ++i)
+    rec.maps.push_back({static_cast<int>(i), maps[i].place, false, maps[i].decoded, kReadBackProvenance});
+  report_inspect("inspect|" + std::to_string(layout_key(k.name, maps)), rec);
+}
+
+// The maps in what one read brought back, judged and reported.
+void examine(const Slot& s) {
+  const KernelInfo& k = *s.kernel;
+  std::vector<Finding> findings;
+  std::vector<TensorMapParam> maps = maps_read_back(s, findings);
   audit_count(AuditCount::kBuffersRead);
   if (s.last_of_launch) audit_count(AuditCount::kLaunchesAudited);
   if (maps.empty()) return;
@@ -146,17 +170,7 @@ void examine(const Slot& s) {
   while (seen < static_cast<int>(maps.size()) &&
          !k.device_maps.compare_exchange_weak(seen, static_cast<int>(maps.size()), std::memory_order_relaxed)) {
   }
-  const std::string provenance = "built or written on the device; read back after the kernel ran";
-  if (mode() == Mode::kInspect) {
-    InspectRecord rec;
-    rec.kernel = k.name;
-    rec.grid = {s.geometry.gx, s.geometry.gy, s.geometry.gz};
-    rec.block = {s.geometry.bx, s.geometry.by, s.geometry.bz};
-    for (std::size_t i = 0; i < k.layout.offsets.size(); ++i) rec.params.emplace_back(k.layout.offsets[i], k.layout.sizes[i]);
-    for (std::size_t i = 0; i < maps.size(); ++i)
-      rec.maps.push_back({static_cast<int>(i), maps[i].place, false, maps[i].decoded, provenance});
-    report_inspect("inspect|" + std::to_string(layout_key(k.name, maps)), rec);
-  }
+  if (mode() == Mode::kInspect) inspect_read_back(s, maps);
   Judgement j = judge_launch(rules(), k.device_rules, k.name, maps, current_arch());
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
   findings.insert(findings.end(), j.findings.begin(), j.findings.end());
@@ -165,7 +179,7 @@ void examine(const Slot& s) {
                         ? std::make_shared<const CallSite>(resolve_call_site(s.site))
                         : std::shared_ptr<const CallSite>();
   for (Finding& f : findings) {
-    f.provenance = provenance;
+    f.provenance = kReadBackProvenance;
     f.call_site = site;
     // The launch already ran: reject mode has nothing left to refuse, so it logs.
     if (f.severity == Severity::kError && (f.action == "reject" || (f.action.empty() && mode() == Mode::kReject)))
@@ -358,35 +372,24 @@ bool claim(const KernelInfo& k) {
   return false;
 }
 
-}  // namespace
+// The driver's calls one audit makes (a driver without the first four: no kernel is audited).
+struct AuditCalls {
+  tg_pfn_cuStreamIsCapturing capturing = TG_REAL(cuStreamIsCapturing);
+  tg_pfn_cuMemcpyDtoHAsync_v2 copy = TG_REAL(cuMemcpyDtoHAsync_v2);
+  tg_pfn_cuEventRecord record = TG_REAL(cuEventRecord);
+  tg_pfn_cuEventCreate create = TG_REAL(cuEventCreate);
+  tg_pfn_cuEventDestroy_v2 destroy = TG_REAL(cuEventDestroy_v2);
+  bool usable() const { return capturing && copy && record && create; }
+};
 
-void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
-  if (k.pointers.empty()) return;
-  auto capturing = TG_REAL(cuStreamIsCapturing);
-  auto copy = TG_REAL(cuMemcpyDtoHAsync_v2);
-  auto record = TG_REAL(cuEventRecord);
-  auto create = TG_REAL(cuEventCreate);
-  auto destroy = TG_REAL(cuEventDestroy_v2);
-  if (!capturing || !copy || !record || !create) {  // a driver without them: this kernel is not audited again
-    k.audits_left.store(0, std::memory_order_relaxed);
-    return;
-  }
-  CUstream stream = launch.stream;
-  if (launch.per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-  // Never add work to a stream that is being captured into a graph (nor ask about one that cannot be asked). Such
-  // launches do not use up the kernel's audits.
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (capturing(stream, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE) {
-    audit_skipped(AuditSkip::kCapturing);
-    return;
-  }
-  if (!audit_due(k)) return;
-  const LaunchArgs args = launch.args();
-  struct Read {
-    MapPlace pointer;
-    uint64_t address;
-    std::size_t bytes;
-  };
+// One pointer of the launch worth reading: device memory the driver allocated, at least one map long.
+struct Read {
+  MapPlace pointer;
+  uint64_t address;
+  std::size_t bytes;
+};
+
+std::vector<Read> reads_of(const KernelInfo& k, const LaunchArgs& args) {
   std::vector<Read> reads;
   for (const MapPlace& p : k.pointers) {
     const uint8_t* word = reads.size() < kReadsPerLaunch ? args.bytes(k.layout, p, 8) : nullptr;
@@ -399,77 +402,80 @@ void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
     const std::size_t n = std::min<uint64_t>(config().device_read_bytes, r.end - v);
     if (n >= kTensorMapBytes) reads.push_back({p, v, n});
   }
-  // A launch with nothing to read (its 8-byte parameters hold scalars, NULL or host addresses) was looked at all
-  // the same: it uses up one of the kernel's audits, so that the kernel soon takes the fast paths again.
-  if (reads.empty()) {
-    claim(k);
-    return;
-  }
-  // Where the launch came from: taken now (its frames are gone once it returns), outside the audit's lock (it asks
-  // the loader), and only when a slot is free for its reads (a launch that finds every slot busy takes none: such
-  // launches can be many); named only when the worker finds something to report.
-  RawCallSite site;
-  const bool every = k.audits_left.load(std::memory_order_relaxed) == kAuditEveryLaunch;
+  return reads;
+}
+
+// Where the launch came from: taken now (its frames are gone once it returns), outside the audit's lock (it asks the
+// loader), and only when a slot is free for its reads (a launch that finds every slot busy takes none: such launches
+// can be many); named only when the worker finds something to report.
+RawCallSite site_if_slot_free(bool every) {
   bool slot_free = every;
   if (!every) {
     std::lock_guard<std::mutex> peek(audit_lock());
     slot_free = !g_free || !g_free->empty();
   }
-  if (slot_free) site = capture_raw_call_site(config().stack, 12);
-  CUcontext ctx = nullptr;
-  if (auto get = TG_REAL(cuCtxGetCurrent)) get(&ctx);
-  std::unique_lock<std::mutex> lock(audit_lock());
-  if (!ready_locked()) {  // said once; this kernel's launches are not audited again
-    audit_skipped(AuditSkip::kNoPinnedMemory);
-    k.audits_left.store(0, std::memory_order_relaxed);
-    return;
+  return slot_free ? capture_raw_call_site(config().stack, 12) : RawCallSite{};
+}
+
+// The slot's event, made in the launch's context (one of another context is destroyed first). False: no event.
+bool slot_event(Slot& s, CUcontext ctx, const AuditCalls& calls) {
+  if (s.event && s.event_ctx != ctx) {
+    relaxed([&] {
+      if (calls.destroy) calls.destroy(s.event);
+    });
+    s.event = nullptr;
   }
-  int last = -1;              // this launch's last read
-  bool all_busy = false;      // no slot for any read: the launch leaves the kernel's audits for a later one
+  if (s.event) return true;
+  CUresult rc = CUDA_ERROR_UNKNOWN;
+  relaxed([&] { rc = calls.create(&s.event, CU_EVENT_DISABLE_TIMING); });
+  if (rc != CUDA_SUCCESS) {
+    s.event = nullptr;
+    return false;
+  }
+  s.event_ctx = ctx;
+  return true;
+}
+
+// Queues the copy of one read into the free slot at the back of g_free and its event after it; the slot leaves g_free
+// when the copy is queued (a copy whose end cannot be known keeps its slot forever). False: not queued.
+bool queue_copy(Slot& s, const Read& read, CUstream stream, const AuditCalls& calls) {
+  // Frees are journaled from before the copy is queued until its read is judged (allocations.h).
+  journal_reads(+1);
+  const uint64_t epoch = journal_epoch();
+  if (calls.copy(s.host, static_cast<CUdeviceptr>(read.address), read.bytes, stream) != CUDA_SUCCESS) {
+    journal_reads(-1);
+    return false;
+  }
+  g_free->pop_back();
+  if (calls.record(s.event, stream) != CUDA_SUCCESS) {
+    journal_reads(-1);
+    return false;
+  }
+  s.epoch = epoch;
+  return true;
+}
+
+// Caller holds the audit's lock. Queues each read into a free slot; returns this launch's last slot (-1: none) and
+// sets `all_busy` when no slot was free for any read (the launch then leaves the kernel's audits for a later one).
+int queue_reads(std::unique_lock<std::mutex>& lock, const KernelInfo& k, const LaunchView& launch,
+                const std::vector<Read>& reads, const RawCallSite& site, CUcontext ctx, CUstream stream,
+                const AuditCalls& calls, bool every, bool* all_busy) {
+  int last = -1;
   for (std::size_t i = 0; i < reads.size(); ++i) {
-    // TMAGUARD_DEVICE_AUDIT=all audits every launch: with every slot in flight, this launch waits for the oldest read
-    // (bounded) and judges it itself.
+    // TMAGUARD_DEVICE_AUDIT=all audits every launch: with every slot in flight, this launch waits for the oldest
+    // read (bounded) and judges it itself.
     if (g_free->empty() && every) judge_oldest_read(lock, ctx);
     if (g_free->empty()) {
       audit_skipped(AuditSkip::kBusy, reads.size() - i);
-      all_busy = i == 0;
+      *all_busy = i == 0;
       break;
     }
     const int idx = g_free->back();
     Slot& s = g_slots[idx];
-    if (s.event && s.event_ctx != ctx) {
-      relaxed([&] {
-        if (destroy) destroy(s.event);
-      });
-      s.event = nullptr;
-    }
-    if (!s.event) {
-      CUresult rc = CUDA_ERROR_UNKNOWN;
-      relaxed([&] { rc = create(&s.event, CU_EVENT_DISABLE_TIMING); });
-      if (rc != CUDA_SUCCESS) {
-        s.event = nullptr;
-        audit_skipped(AuditSkip::kCopyRefused);
-        continue;
-      }
-      s.event_ctx = ctx;
-    }
-    // Frees are journaled from before the copy is queued until its read is judged (allocations.h).
-    journal_reads(+1);
-    const uint64_t epoch = journal_epoch();
-    if (copy(s.host, static_cast<CUdeviceptr>(reads[i].address), reads[i].bytes, stream) != CUDA_SUCCESS) {
-      journal_reads(-1);
+    if (!slot_event(s, ctx, calls) || !queue_copy(s, reads[i], stream, calls)) {
       audit_skipped(AuditSkip::kCopyRefused);
       continue;
     }
-    if (record(s.event, stream) != CUDA_SUCCESS) {
-      // The copy is queued but its end cannot be known: the slot is never reused.
-      g_free->pop_back();
-      journal_reads(-1);
-      audit_skipped(AuditSkip::kCopyRefused);
-      continue;
-    }
-    g_free->pop_back();
-    s.epoch = epoch;
     ++s.generation;
     s.claimed = false;
     s.ctx = ctx;
@@ -484,6 +490,47 @@ void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
     g_pending->push_back(idx);
     last = idx;
   }
+  return last;
+}
+
+}  // namespace
+
+void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
+  if (k.pointers.empty()) return;
+  const AuditCalls calls;
+  if (!calls.usable()) {  // a driver without them: this kernel is not audited again
+    k.audits_left.store(0, std::memory_order_relaxed);
+    return;
+  }
+  CUstream stream = launch.stream;
+  if (launch.per_thread && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  // Never add work to a stream that is being captured into a graph (nor ask about one that cannot be asked). Such
+  // launches do not use up the kernel's audits.
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (calls.capturing(stream, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    audit_skipped(AuditSkip::kCapturing);
+    return;
+  }
+  if (!audit_due(k)) return;
+  const std::vector<Read> reads = reads_of(k, launch.args());
+  // A launch with nothing to read (its 8-byte parameters hold scalars, NULL or host addresses) was looked at all
+  // the same: it uses up one of the kernel's audits, so that the kernel soon takes the fast paths again.
+  if (reads.empty()) {
+    claim(k);
+    return;
+  }
+  const bool every = k.audits_left.load(std::memory_order_relaxed) == kAuditEveryLaunch;
+  const RawCallSite site = site_if_slot_free(every);
+  CUcontext ctx = nullptr;
+  if (auto get = TG_REAL(cuCtxGetCurrent)) get(&ctx);
+  std::unique_lock<std::mutex> lock(audit_lock());
+  if (!ready_locked()) {  // said once; this kernel's launches are not audited again
+    audit_skipped(AuditSkip::kNoPinnedMemory);
+    k.audits_left.store(0, std::memory_order_relaxed);
+    return;
+  }
+  bool all_busy = false;
+  const int last = queue_reads(lock, k, launch, reads, site, ctx, stream, calls, every, &all_busy);
   if (!all_busy && claim(k) && last >= 0) g_slots[last].last_of_launch = true;
   g_cv->notify_all();
 }

@@ -173,24 +173,24 @@ void find_maps(KernelInfo* k, const LaunchArgs* args, const std::vector<MapPlace
 
 }
 
-// `stale`: the facts this search replaces (its search count and watched places carry over), or nullptr.
-const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* stale = nullptr) {
-  const unsigned searches = stale ? stale->searches : 0;
-  auto* k = new KernelInfo;
-  static std::atomic<uint64_t> serials{0};  // never reused, unlike the record's address after an unload frees it
-  k->serial = serials.fetch_add(1, std::memory_order_relaxed) + 1;
-  k->searches = searches + (args ? 1 : 0);
+// The kernel's name, and whether `f` is a CUkernel (cuKernelGetName names it) rather than a CUfunction.
+bool read_name(CUfunction f, KernelInfo* k) {
   const char* name = nullptr;
-  bool is_kernel = false;
   if (auto fn = TG_REAL(cuFuncGetName); fn && fn(&name, f) == CUDA_SUCCESS && name) {
     k->name = name;
-  } else if (auto kn = TG_REAL(cuKernelGetName);
-             kn && kn(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && name) {
-    k->name = name;
-    is_kernel = true;
-  } else {
-    k->name = "<unnamed kernel>";
+    return false;
   }
+  if (auto kn = TG_REAL(cuKernelGetName); kn && kn(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && name) {
+    k->name = name;
+    return true;
+  }
+  k->name = "<unnamed kernel>";
+  return false;
+}
+
+// The parameter block as the driver reports it; returns whether `f` is a CUkernel after all (a CUkernel without a
+// name answers cuFuncGetParamInfo with CUDA_ERROR_INVALID_HANDLE).
+bool read_layout(CUfunction f, bool is_kernel, KernelInfo* k) {
   auto fpi = TG_REAL(cuFuncGetParamInfo);
   auto kpi = TG_REAL(cuKernelGetParamInfo);
   auto info = [&](std::size_t i, std::size_t* off, std::size_t* size) {
@@ -198,7 +198,7 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* 
     return fpi ? fpi(f, i, off, size) : CUDA_ERROR_NOT_FOUND;
   };
   std::size_t off = 0, size = 0;
-  if (!is_kernel && info(0, &off, &size) == CUDA_ERROR_INVALID_HANDLE) is_kernel = true;  // CUkernel without a name
+  if (!is_kernel && info(0, &off, &size) == CUDA_ERROR_INVALID_HANDLE) is_kernel = true;
   std::size_t i = 0;
   for (; i < kMaxParams; ++i) {
     if (info(i, &off, &size) != CUDA_SUCCESS) break;
@@ -208,7 +208,11 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* 
     k->layout.sizes.push_back(size);
   }
   k->params_truncated = i == kMaxParams && info(i, &off, &size) == CUDA_SUCCESS;
-  // The owner, so that an unload can forget this kernel (a driver without these calls: any unload forgets all).
+  return is_kernel;
+}
+
+// The owner, so that an unload can forget this kernel (a driver without these calls: any unload forgets all).
+void read_owner(CUfunction f, bool is_kernel, KernelInfo* k) {
   if (is_kernel) {
     CUlibrary lib = nullptr;
     if (auto get = TG_REAL(cuKernelGetLibrary); get && get(&lib, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS)
@@ -217,11 +221,36 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* 
     CUmodule mod = nullptr;
     if (auto get = TG_REAL(cuFuncGetModule); get && get(&mod, f) == CUDA_SUCCESS) k->owner = mod;
   }
+}
+
+void pick_rules(KernelInfo* k) {
   std::vector<std::string> notes;
   const std::vector<int> all_rules = rules_for_kernel(tmaguard::rules(), k->name, &notes);
   k->rules = rules_on(tmaguard::rules(), all_rules, false);
   k->device_rules = rules_on(tmaguard::rules(), all_rules, true);
   for (const std::string& n : notes) report_notice("pattern-limit|" + n, "warning", n);
+}
+
+// Places that may hold device addresses, except the words of maps found in the parameters (a map's own address).
+void pick_pointers(KernelInfo* k) {
+  for (const MapPlace& p : pointer_places(k->layout)) {
+    const bool in_map = std::any_of(k->maps.begin(), k->maps.end(), [&](const MapPlace& m) {
+      return m.param == p.param && p.offset + 8 > m.offset && p.offset < m.offset + kTensorMapBytes;
+    });
+    if (!in_map) k->pointers.push_back(p);
+  }
+}
+
+// `stale`: the facts this search replaces (its search count and watched places carry over), or nullptr.
+const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* stale = nullptr) {
+  const unsigned searches = stale ? stale->searches : 0;
+  auto* k = new KernelInfo;
+  static std::atomic<uint64_t> serials{0};  // never reused, unlike the record's address after an unload frees it
+  k->serial = serials.fetch_add(1, std::memory_order_relaxed) + 1;
+  k->searches = searches + (args ? 1 : 0);
+  const bool is_kernel = read_layout(f, read_name(f, k), k);
+  read_owner(f, is_kernel, k);
+  pick_rules(k);
   find_maps(k, args, stale ? stale->watch : std::vector<MapPlace>{});
   if (k->searches >= kMaxSearches && (k->search_pending || !k->watch.empty())) {
     report_notice("searches|" + k->name, "warning",
@@ -231,13 +260,7 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* 
     k->watch.clear();
     k->search_pending = false;
   }
-  // Places that may hold device addresses, except the words of maps found in the parameters (a map's own address).
-  for (const MapPlace& p : pointer_places(k->layout)) {
-    const bool in_map = std::any_of(k->maps.begin(), k->maps.end(), [&](const MapPlace& m) {
-      return m.param == p.param && p.offset + 8 > m.offset && p.offset < m.offset + kTensorMapBytes;
-    });
-    if (!in_map) k->pointers.push_back(p);
-  }
+  pick_pointers(k);
   if (!k->pointers.empty())
     k->audits_left.store(stale ? stale->audits_left.load(std::memory_order_relaxed) : config().device_audit,
                          std::memory_order_relaxed);

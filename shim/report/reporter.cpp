@@ -484,69 +484,87 @@ bool findings_unreported(const std::vector<Finding>& findings) {
                      [&](const Finding& f) { return rep->seen.find(dedupe_key(f)) == rep->seen.end(); });
 }
 
-Verdict report_findings(std::vector<Finding>& findings) {
-  Reporter* rep = g_rep.load(std::memory_order_acquire);
-  if (!rep) return Verdict::kRun;
-  if (!rep->cfg.suppress.empty()) {  // TMAGUARD_SUPPRESS: neither acted on nor reported; counted
-    std::vector<Finding> kept;
-    std::vector<std::string> silenced;
-    for (Finding& f : findings) {
-      if (suppressed(rep->cfg, f)) silenced.push_back(f.rule);
-      else kept.push_back(std::move(f));
-    }
-    findings = std::move(kept);
-    if (!silenced.empty()) {
-      Locked lock;
-      if (lock.held)
-        for (const std::string& r : silenced) ++rep->suppressed_by_rule[r];
-    }
-    if (findings.empty()) return Verdict::kRun;
+namespace {
+
+// TMAGUARD_SUPPRESS: a suppressed finding is neither acted on nor reported; it is counted.
+void drop_suppressed(Reporter& rep, std::vector<Finding>& findings) {
+  std::vector<Finding> kept;
+  std::vector<std::string> silenced;
+  for (Finding& f : findings) {
+    if (suppressed(rep.cfg, f)) silenced.push_back(f.rule);
+    else kept.push_back(std::move(f));
   }
-  if (!rep->cfg.error_marker_dir.empty() && has_errors(findings)) mark_error(rep->cfg.error_marker_dir);
-  const Mode m = mode();
-  // The verdict never depends on the reporter's lock: it is decided first.
-  bool reject = false, abort_now = false;
+  findings = std::move(kept);
+  if (silenced.empty()) return;
+  Locked lock;
+  if (lock.held)
+    for (const std::string& r : silenced) ++rep.suppressed_by_rule[r];
+}
+
+// What each finding does: "none" for a warning; for an error the rule's action override, else the mode's (inspect
+// mode never blocks).
+std::vector<std::string> actions_of(const std::vector<Finding>& findings, Mode m) {
   std::vector<std::string> actions;
   for (const Finding& f : findings) {
     const bool error = f.severity == Severity::kError;
-    // A rule's action override applies to its errors, except in inspect mode, which never blocks.
     actions.push_back(!error ? "none" : (f.action.empty() || m == Mode::kInspect) ? to_string(m) : f.action);
-    abort_now |= actions.back() == "abort";
-    reject |= actions.back() == "reject";
   }
-  {
-    bool delivered = false;  // abort mode: the records reached the log
-    Locked lock;
-    if (lock.held) {
-      for (std::size_t i = 0; i < findings.size(); ++i) {
-        const Finding& f = findings[i];
-        ++(f.severity == Severity::kError ? rep->by_rule : rep->warnings_by_rule)[f.rule];
-        if (rep->seen[dedupe_key(f)]++ > 0) continue;
-        emit_locked(*rep, render_finding(f, context(*rep), actions[i], rep->cfg.format));
+  return actions;
+}
+
+// Caller holds the reporter's lock. The abort notice and the final summary; true when the records reached the log.
+bool say_abort_locked(Reporter& rep, const std::vector<Finding>& findings) {
+  const bool after = std::any_of(findings.begin(), findings.end(),
+                                 [](const Finding& f) { return f.place && f.place->on_device(); });
+  emit_locked(rep, render_notice("abort",
+                                 after ? "aborting the process: a tensor map read back after its kernel ran "
+                                         "is wrong (abort mode)"
+                                       : "aborting the process before the kernel runs (abort mode)",
+                                 context(rep), rep.cfg.format));
+  rep.summary_written = true;
+  const bool delivered = wait_delivered(rep);
+  emit_summary_locked(rep);
+  return delivered;
+}
+
+// Counts and writes the findings (each distinct one once); in abort mode also the abort notice and the summary.
+// Returns whether an abort's records reached the log.
+bool write_findings(Reporter& rep, const std::vector<Finding>& findings, const std::vector<std::string>& actions,
+                    bool abort_now) {
+  Locked lock;
+  if (!lock.held) return false;
+  for (std::size_t i = 0; i < findings.size(); ++i) {
+    const Finding& f = findings[i];
+    ++(f.severity == Severity::kError ? rep.by_rule : rep.warnings_by_rule)[f.rule];
+    if (rep.seen[dedupe_key(f)]++ > 0) continue;
+    emit_locked(rep, render_finding(f, context(rep), actions[i], rep.cfg.format));
+  }
+  return abort_now && say_abort_locked(rep, findings);
+}
+
+}  // namespace
+
+Verdict report_findings(std::vector<Finding>& findings) {
+  Reporter* rep = g_rep.load(std::memory_order_acquire);
+  if (!rep) return Verdict::kRun;
+  if (!rep->cfg.suppress.empty()) {
+    drop_suppressed(*rep, findings);
+    if (findings.empty()) return Verdict::kRun;
+  }
+  if (!rep->cfg.error_marker_dir.empty() && has_errors(findings)) mark_error(rep->cfg.error_marker_dir);
+  // The verdict never depends on the reporter's lock: it is decided first.
+  const std::vector<std::string> actions = actions_of(findings, mode());
+  const bool abort_now = std::find(actions.begin(), actions.end(), "abort") != actions.end();
+  const bool reject = std::find(actions.begin(), actions.end(), "reject") != actions.end();
+  if (!write_findings(*rep, findings, actions, abort_now) && abort_now) {
+    // The log did not take the records in time (or the lock was not free: the records were dropped and counted):
+    // the reason still reaches stderr before the abort, within a bound, without touching what the lock guards.
+    for (std::size_t i = 0; i < findings.size(); ++i)
+      if (actions[i] == "abort") {
+        write_stderr_bounded(render_finding(findings[i], context(*rep), "abort", LogFormat::kText) + "\n",
+                             kStderrLineTimeoutMs);
+        break;
       }
-      if (abort_now) {
-        const bool after = std::any_of(findings.begin(), findings.end(),
-                                       [](const Finding& f) { return f.place && f.place->on_device(); });
-        emit_locked(*rep, render_notice("abort",
-                                        after ? "aborting the process: a tensor map read back after its kernel ran "
-                                                "is wrong (abort mode)"
-                                              : "aborting the process before the kernel runs (abort mode)",
-                                        context(*rep), rep->cfg.format));
-        rep->summary_written = true;
-        delivered = wait_delivered(*rep);
-        emit_summary_locked(*rep);
-      }
-    }
-    if (abort_now && !delivered) {
-      // The log did not take the records in time (or the lock was not free: the records were dropped and counted):
-      // the reason still reaches stderr before the abort, within a bound, without touching what the lock guards.
-      for (std::size_t i = 0; i < findings.size(); ++i)
-        if (actions[i] == "abort") {
-          write_stderr_bounded(render_finding(findings[i], context(*rep), "abort", LogFormat::kText) + "\n",
-                               kStderrLineTimeoutMs);
-          break;
-        }
-    }
   }
   // Outside the lock: a SIGABRT handler that calls exit() runs the exit summary, which must not wait on us.
   if (abort_now) std::abort();

@@ -120,6 +120,24 @@ TEST(Tool, CheckRulesAndReport) {
   EXPECT_EQ(b.err, bad + ":5: severity 'fatal' in rule 'x' is not one of error, warning\n");
   std::remove(bad.c_str());
 
+  // --builtin lists the built-in rules, one line each; --source prints their TOML: the two name the same rules.
+  const ProcessResult list = run_process({TG_TOOL, "check-rules", "--builtin"}, {});
+  const ProcessResult text = run_process({TG_TOOL, "check-rules", "--builtin", "--source"}, {});
+  EXPECT_EQ(list.code, 0) << list.err;
+  EXPECT_EQ(text.code, 0) << text.err;
+  std::size_t rules = 0, lines = 0;
+  for (std::size_t at = 0; (at = text.out.find("\n[[rule]]", at)) != std::string::npos; ++at) ++rules;
+  for (std::size_t at = 0; (at = list.out.find("\n  rule '", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_GT(rules, 0u);
+  EXPECT_EQ(lines, rules) << list.out;
+  EXPECT_NE(list.out.find(fmt::format("built-in rules ({};", rules)), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("rule 'fa4-1cta-dkdv'"), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find("[[rule]]"), std::string::npos);
+  // Help names the command users run, not the internal binary.
+  const ProcessResult help = run_process({TG_TOOL, "report", "--help"}, {});
+  EXPECT_NE(help.out.find("Usage: tmaguard report"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("tmaguard-tool"), std::string::npos) << help.out;
+
   const std::string log = "/tmp/tmaguard_tool_report.jsonl";
   std::remove(log.c_str());
   for (const char* sc : {"fa4_dk_bad", "other_maps_ok"})
