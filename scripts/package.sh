@@ -14,7 +14,7 @@ say() { echo "package: $*" >&2; }
 if [ "${1:-}" = "--host" ]; then
   build=${TMAGUARD_BUILD_DIR:-$root/build}
   out="$build/host-package"
-  glibc=$(ldd --version | head -1 | grep -oE '[0-9]+\.[0-9]+$')
+  glibc=$(getconf GNU_LIBC_VERSION | awk '{print $2}')  # (ldd --version | head -1 dies of SIGPIPE under pipefail)
   say "building this machine's tree in $build (its binaries need glibc $glibc or newer)"
   "$root/scripts/build.sh" --no-tests >/dev/null
   rm -rf "$out" && mkdir -p "$out"

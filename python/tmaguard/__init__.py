@@ -28,14 +28,33 @@ def install_dir():
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "_install")
 
 
+def _source_tree():
+    """The source tree this package sits in (python/tmaguard of a checkout), or None when it was installed by pip."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isfile(os.path.join(root, "scripts", "tmaguard")) and os.path.isfile(os.path.join(root, "CMakeLists.txt")):
+        return root
+    return None
+
+
 def library_path():
-    """libtmaguard.so, to put in LD_PRELOAD."""
-    return os.path.join(install_dir(), "lib", "libtmaguard.so")
+    """libtmaguard.so, to put in LD_PRELOAD: TMAGUARD_LIB when set (as for the `tmaguard` command), else the one this
+    package installed, else, in a source tree, the build's (build/libtmaguard.so)."""
+    if os.environ.get("TMAGUARD_LIB"):
+        return os.environ["TMAGUARD_LIB"]
+    installed = os.path.join(install_dir(), "lib", "libtmaguard.so")
+    root = _source_tree()
+    if os.path.exists(installed) or root is None:
+        return installed
+    return os.path.join(root, "build", "libtmaguard.so")
 
 
 def command():
-    """The `tmaguard` wrapper script (bash), as `[bash, path]`."""
-    return ["/bin/bash", os.path.join(install_dir(), "bin", "tmaguard")]
+    """The `tmaguard` wrapper script (bash), as `[bash, path]`: the installed one, else the source tree's."""
+    installed = os.path.join(install_dir(), "bin", "tmaguard")
+    root = _source_tree()
+    if os.path.exists(installed) or root is None:
+        return ["/bin/bash", installed]
+    return ["/bin/bash", os.path.join(root, "scripts", "tmaguard")]
 
 
 _checked = {}  # (path, size, mtime) -> preload_problem's answer, so that a launcher may call environment() per rank

@@ -13,7 +13,7 @@ import tmaguard  # noqa: E402
 # The build's library (ctest passes it), and the source tree's command: the source tree's package has no _install/
 # of its own.
 BUILT = os.environ["TMAGUARD_TEST_LIB"]
-INSTALLED = tmaguard.library_path()
+SOURCE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 COMMAND = ["/bin/bash", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "tmaguard")]
 
 
@@ -38,7 +38,6 @@ class Environment(unittest.TestCase):
         self.assertEqual(env["TMAGUARD_LOG_FORMAT"], "json")
         self.assertEqual(env["TMAGUARD_RULES"], "x.toml:a.toml:b.toml")
         self.assertEqual(env["PATH"], "/bin")
-        self.assertTrue(INSTALLED.endswith("tmaguard/_install/lib/libtmaguard.so"))
 
     def test_leaves_the_base_alone_and_sets_nothing_unasked(self):
         base = {"PATH": "/bin"}
@@ -176,6 +175,29 @@ class Command(unittest.TestCase):
         p = self.run_command("--rules", "/tmp/a:b.toml", "--", "true")
         self.assertEqual(p.returncode, 2)
         self.assertIn("holds a ':', which TMAGUARD_RULES uses to separate files", p.stderr)
+
+
+class FromASourceTree(unittest.TestCase):
+    """The package imported from a checkout (python/ on sys.path, no _install/): it uses the build's library and the
+    source tree's command, and TMAGUARD_LIB wins, as it does for the command."""
+
+    def test_the_build_library_and_the_source_command(self):
+        with mock.patch.dict(os.environ, {"TMAGUARD_LIB": ""}):
+            self.assertEqual(tmaguard.library_path(), os.path.join(SOURCE, "build", "libtmaguard.so"))
+        self.assertEqual(tmaguard.command(), ["/bin/bash", os.path.join(SOURCE, "scripts", "tmaguard")])
+
+    def test_tmaguard_lib_wins(self):
+        with mock.patch.dict(os.environ, {"TMAGUARD_LIB": BUILT}):
+            self.assertEqual(tmaguard.library_path(), BUILT)
+            env = tmaguard.environment(mode="log", base={"PATH": "/bin:/usr/bin"})
+            self.assertEqual(env["LD_PRELOAD"], BUILT)
+
+    def test_environment_works_without_an_install(self):
+        if os.path.realpath(BUILT) != os.path.realpath(os.path.join(SOURCE, "build", "libtmaguard.so")):
+            self.skipTest("the build under test is not build/ of this source tree")
+        with mock.patch.dict(os.environ, {"TMAGUARD_LIB": ""}):
+            env = tmaguard.environment(mode="log", base={"PATH": "/bin:/usr/bin"})
+        self.assertEqual(os.path.realpath(env["LD_PRELOAD"]), os.path.realpath(BUILT))
 
 
 if __name__ == "__main__":

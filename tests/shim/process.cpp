@@ -52,6 +52,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const std::map<s
     a.push_back(nullptr);
     for (const auto& s : envs) en.push_back(const_cast<char*>(s.c_str()));
     en.push_back(nullptr);
+    if (!opt.cwd.empty() && chdir(opt.cwd.c_str()) != 0) _exit(126);
     execve(a[0], a.data(), en.data());
     _exit(127);
   }

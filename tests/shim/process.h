@@ -16,6 +16,7 @@ struct ProcessResult {
 struct ProcessOptions {
   int timeout_s = 60;              // a child still running then is killed: hangs fail the test instead of ctest
   bool stderr_reader_gone = false;  // stderr is a pipe whose read end is closed before the child starts
+  std::string cwd;                  // the child's working directory (empty: the parent's)
 };
 
 //! Runs argv with the parent's environment plus `env` (an empty value unsets the variable).

@@ -1,0 +1,64 @@
+// The command as a new user meets it: each subcommand answers --help with its own text and runs nothing, a usage
+// error is two lines (what is wrong, where help is), and `--opt=value` is taken like `--opt value`.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "client_run.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kWrapper = std::string(TG_SOURCE_DIR) + "/scripts/tmaguard";
+
+ProcessResult wrapper(const std::vector<std::string>& args, const std::string& cwd = "") {
+  std::vector<std::string> argv{kWrapper};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcessOptions opt;
+  if (!cwd.empty()) opt.cwd = cwd;
+  return run_process(argv, {{"TMAGUARD_LIB", TG_LIB}, {"TMAGUARD_TOOL", TG_TOOL}}, opt);
+}
+
+std::size_t lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
+
+}  // namespace
+
+TEST(FrontDoor, EverySubcommandHasItsOwnHelpAndRunsNothing) {
+  const std::string dir = temp_dir("front_door");
+  for (const char* sub : {"demo", "check-preload", "inspect"}) {
+    for (const char* flag : {"--help", "-h"}) {
+      const ProcessResult p = wrapper({sub, flag}, dir);
+      EXPECT_EQ(p.code, 0) << sub << " " << flag << "\n" << p.err;
+      EXPECT_EQ(p.out.rfind(std::string("tmaguard ") + sub, 0), 0u) << sub << ": " << p.out;
+      EXPECT_LT(lines(p.out), 8u) << sub << ": the whole help instead of the subcommand's\n" << p.out;
+      EXPECT_TRUE(p.err.empty()) << sub << ": " << p.err;
+    }
+  }
+  EXPECT_NE(wrapper({"inspect", "--help"}).out.find("./tmaguard-inspect.<pid>.jsonl"), std::string::npos);
+  EXPECT_TRUE(fs::is_empty(dir)) << "a subcommand's --help ran it (files left in " << dir << ")";
+  fs::remove_all(dir);
+}
+
+TEST(FrontDoor, AUsageErrorIsTwoLinesNotTheWholeHelp) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--bogus", "--", "true"}, {"--mode", "log"}, {"check-preload", "extra"}}) {
+    const ProcessResult p = wrapper(args);
+    EXPECT_EQ(p.code, 2) << args[0] << "\n" << p.err;
+    EXPECT_EQ(lines(p.err), 2u) << args[0] << "\n" << p.err;
+    EXPECT_NE(p.err.find("'tmaguard --help' lists the options"), std::string::npos) << p.err;
+    EXPECT_TRUE(p.out.empty()) << p.out;
+  }
+}
+
+TEST(FrontDoor, OptionsTakeTheirValueAfterAnEqualsSign) {
+  const std::string dir = temp_dir("front_door_eq");
+  const ProcessResult p = wrapper({"--mode=log", "--json", "--log=" + dir + "/L.%p.jsonl", "--", "true"});
+  EXPECT_EQ(p.code, 0) << p.err;
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.path().filename().string().rfind("L.", 0) == 0;
+  EXPECT_EQ(files, 1u) << "the start record of the guarded `true` is missing";
+  fs::remove_all(dir);
+}
