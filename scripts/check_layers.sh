@@ -3,7 +3,7 @@
 #  - shim/core and include/tmaguard include only each other and system/library headers     [core depending on the shim]
 #  - no <dlfcn.h>, getenv, <cuda.h> or spdlog in the core                                    [a core that cannot be unit-tested
 #                                                                                             or fuzzed without a process/driver]
-#  - the stand-in driver (tests/fake_cuda) exports every row of shim/entry_points.def       [tests that skip an entry point]
+#  - the stand-in driver (tests/fake_cuda) exports every row of shim/driver/entry_points.def       [tests that skip an entry point]
 #  - every folder of shim/ is a room of shim/rooms.txt, and its files include headers of their own room or rooms
 #    below it (the file's order; no cycle)                                                   [a structure that erodes]
 #  - every driver wrapper enters through TG_ENTER (intercept.h): no wrapper returns CUDA_ERROR_NOT_INITIALIZED or

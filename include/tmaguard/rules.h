@@ -1,6 +1,6 @@
 // tmaguard: user rules for any kernel's tensor maps, from TOML. Pure: text in, rule set or errors out; evaluation
 // is a function of (kernel name, decoded maps). The built-in FlashAttention-4 guard is a rule file too
-// (rules/fa4_*.toml, compiled in). The README's "Rules for any kernel" documents the language; in short:
+// (rules/fa4_*.toml, compiled in). docs/rules.md#rules-for-any-kernel documents the language; in short:
 //
 // A rule file is a list of [[rule]] tables. A rule names its kernels (kernel = substring, kernel_glob, or
 // kernel_regex in PCRE2 syntax; mangled or demangled names), optionally the launches it applies to (map_count), and
@@ -81,7 +81,8 @@ struct ReportedId {
   Severity severity;
 };
 std::vector<ReportedId> reported_ids(const RuleSet& rules);
-//! The names of every check kind of the rule language, in the order the README's table lists them.
+//! The names of every check kind of the rule language, in the order docs/rules.md#rules-for-any-kernel
+//! lists them.
 std::vector<std::string> check_kind_names();
 std::size_t rule_count(const RuleSet& rules);
 //! One line per rule: its id, kernel matcher and how it addresses its maps ("D = map -1", "D = param 0+1152"), for

@@ -1,7 +1,8 @@
 // tmaguard core (internal): the parsed form of a rule file, shared by the parser, the matcher and the evaluator.
 //
 // How to add a check kind: add one row to kCheckKinds in check_kinds.cpp (its name, whether it compares two maps,
-// the extra keys it reads and how, and its evaluation), then document it in rules.h and the README's table.
+// the extra keys it reads and how, and its evaluation), then document it in rules.h and in
+// docs/rules.md#rules-for-any-kernel (its table of kinds).
 #pragma once
 
 #include <memory>

@@ -1,4 +1,5 @@
-// tmaguard shim: the real CUDA driver (resolution, typed real pointers, pointer routing). Only driver.cpp uses dlfcn.
+// tmaguard shim: the real CUDA driver (resolution, typed real pointers, pointer routing). Of this room only driver.cpp
+// includes <dlfcn.h>; the call-site room and the fleet's start record ask the loader too (dladdr, dl_iterate_phdr).
 #pragma once
 
 #include <type_traits>
@@ -38,7 +39,7 @@ inline void* real_function(EntryId id) {
 void* route(void* real_ptr);
 //! Says once when `p` belongs to a CUDA driver other than the one tmaguard guards (route() calls it).
 void note_if_foreign_driver(void* p);
-//! glibc's RTLD_NEXT pseudo-handle (driver.cpp checks it against <dlfcn.h>, which only it includes).
+//! glibc's RTLD_NEXT pseudo-handle (driver.cpp checks it against <dlfcn.h>, which this header does not include).
 inline void* const kRtldNext = reinterpret_cast<void*>(-1L);
 //! The real dlsym (glibc's, found with dlvsym), for the dlsym interposer.
 using DlsymFn = void* (*)(void*, const char*);
@@ -48,11 +49,8 @@ const char* driver_path();
 
 }  // namespace tmaguard
 
-// Typed real pointer: TG_REAL(cuLaunchKernel) has type PFN_cuLaunchKernel_v4000. TG_REAL_IF_RESOLVED: the same, or
-// nullptr when not looked up yet.
+// Typed real pointer: TG_REAL(cuLaunchKernel) has type PFN_cuLaunchKernel_v4000.
 #define TG_REAL(name) reinterpret_cast<tg_pfn_##name>(::tmaguard::real_function(::tmaguard::EntryId::name))
-#define TG_REAL_IF_RESOLVED(name) \
-  reinterpret_cast<tg_pfn_##name>(::tmaguard::real_function_if_resolved(::tmaguard::EntryId::name))
 
 // Wrapper declarations with the exact exported names and the PFN types (mismatched definitions do not compile).
 #define TG_WRAPPER(name) tg_wrap_##name

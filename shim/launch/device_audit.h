@@ -10,7 +10,8 @@
 //   worker: cuEventQuery until done --> find_device_maps --> judge --> report --> slot free
 //
 // Never: a synchronisation of the job's streams, work added to a stream being captured into a graph (counted), a
-// read of memory the driver did not allocate as device memory. Bounded: 32 slots of TMAGUARD_DEVICE_READ_BYTES.
+// read of memory the driver did not allocate as device memory. Bounded: 64 slots (kSlotCount) of
+// TMAGUARD_DEVICE_READ_BYTES.
 #pragma once
 
 #include <atomic>
