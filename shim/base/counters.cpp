@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/fork_locks.h"
-#include "base/hot.h"
+#include "base/launch_words.h"
 
 namespace tmaguard {
 namespace {
@@ -26,35 +26,35 @@ std::atomic<uint64_t> g_audit_skipped[static_cast<int>(AuditSkip::kCount)];
 // Every thread that launched, and the totals of those that exited. Guarded by g_mu (held across fork). All of it
 // constant-initialised: nothing runs at load time.
 std::mutex g_mu;
-std::vector<ThreadHot*>* g_threads = nullptr;  // written once, by counters_init(); read under g_mu
+std::vector<LaunchThread*>* g_threads = nullptr;  // written once, by counters_init(); read under g_mu
 Counts g_exited;
 pthread_key_t g_key;
 std::atomic<void (*)()> g_exit_hook{nullptr};  // on_thread_exit()
 
-void add(Counts& c, const ThreadHot& t) {
+void add(Counts& c, const LaunchThread& t) {
   c.launches_seen += t.launches_seen.load(std::memory_order_relaxed);
   c.launches_checked += t.launches_checked.load(std::memory_order_relaxed);
   c.maps_decoded += t.maps_decoded.load(std::memory_order_relaxed);
   c.clean_copies += t.clean_copies.load(std::memory_order_relaxed);
 }
 
-void zero(ThreadHot& t) {
+void zero(LaunchThread& t) {
   t.launches_seen.store(0, std::memory_order_relaxed);
   t.launches_checked.store(0, std::memory_order_relaxed);
   t.maps_decoded.store(0, std::memory_order_relaxed);
   t.clean_copies.store(0, std::memory_order_relaxed);
 }
 
-// pthread key destructor: a thread is exiting; keep its counts, forget its (soon freed) ThreadHot.
+// pthread key destructor: a thread is exiting; keep its counts, forget its (soon freed) LaunchThread.
 void thread_exit(void* p) {
-  auto* t = static_cast<ThreadHot*>(p);
+  auto* t = static_cast<LaunchThread*>(p);
   std::lock_guard<std::mutex> lock(g_mu);
   add(g_exited, *t);
   zero(*t);
   t->registered = 0;  // a launch from a later destructor registers it again
   if (auto release = g_exit_hook.load(std::memory_order_acquire)) release();
   if (!g_threads) return;
-  for (ThreadHot*& x : *g_threads) {
+  for (LaunchThread*& x : *g_threads) {
     if (x != t) continue;
     x = g_threads->back();
     g_threads->pop_back();
@@ -68,7 +68,7 @@ void fork_parent() { g_mu.unlock(); }
 void fork_child() {
   // The child starts its own account: its summary covers what it did after fork. Only the forking thread lives on.
   g_exited = Counts{};
-  zero(t_hot);
+  zero(t_launch_thread);
   for (auto& a : g_audit) a.store(0, std::memory_order_relaxed);
   for (auto& a : g_audit_skipped) a.store(0, std::memory_order_relaxed);
   for (auto& a : g_unchecked) a.store(0, std::memory_order_relaxed);
@@ -76,7 +76,7 @@ void fork_child() {
   g_site_ns.store(0, std::memory_order_relaxed);
   if (g_threads) {
     g_threads->clear();
-    if (t_hot.registered) g_threads->push_back(&t_hot);
+    if (t_launch_thread.registered) g_threads->push_back(&t_launch_thread);
   }
   g_mu.unlock();
 }
@@ -134,27 +134,27 @@ bool counters_init() {
   // a held registry lock. The registry is published with one atomic store.
   register_fork_lock(ForkLock::kCounters, {fork_prepare, fork_parent, fork_child});
   if (pthread_key_create(&g_key, thread_exit) != 0) return false;
-  auto* fresh = new std::vector<ThreadHot*>;
-  std::vector<ThreadHot*>* expected = nullptr;
+  auto* fresh = new std::vector<LaunchThread*>;
+  std::vector<LaunchThread*>* expected = nullptr;
   if (!__atomic_compare_exchange_n(&g_threads, &expected, fresh, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
     delete fresh;
   return true;
 }
 
 void register_thread() {
-  if (t_hot.registered) return;
+  if (t_launch_thread.registered) return;
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_threads) return;
-  g_threads->push_back(&t_hot);
-  t_hot.registered = 1;
-  pthread_setspecific(g_key, &t_hot);
+  g_threads->push_back(&t_launch_thread);
+  t_launch_thread.registered = 1;
+  pthread_setspecific(g_key, &t_launch_thread);
 }
 
 uint32_t oldest_thread_epoch(uint32_t now) {
   std::lock_guard<std::mutex> lock(g_mu);
   uint32_t behind = 0;  // how far the furthest thread is behind `now` (epochs wrap around)
   if (g_threads)
-    for (const ThreadHot* t : *g_threads) behind = std::max(behind, now - t->kernel_epoch.load(std::memory_order_acquire));
+    for (const LaunchThread* t : *g_threads) behind = std::max(behind, now - t->kernel_epoch.load(std::memory_order_acquire));
   return now - behind;
 }
 
@@ -162,7 +162,7 @@ Counts counts_total() {
   std::lock_guard<std::mutex> lock(g_mu);
   Counts c = g_exited;
   if (g_threads)
-    for (const ThreadHot* t : *g_threads) add(c, *t);
+    for (const LaunchThread* t : *g_threads) add(c, *t);
   return c;
 }
 

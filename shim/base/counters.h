@@ -20,7 +20,7 @@ void register_thread();
 void on_thread_exit(void (*release)());
 //! Every thread's counts added up, exited threads included.
 Counts counts_total();
-//! The oldest kernel epoch (HotGlobals::kernel_epoch) a registered thread last saw, `now` when there is none: facts
+//! The oldest kernel epoch (LaunchGlobals::kernel_epoch) a registered thread last saw, `now` when there is none: facts
 //! forgotten at that epoch or before are held by no thread (launch/kernel_table.cpp frees them).
 uint32_t oldest_thread_epoch(uint32_t now);
 

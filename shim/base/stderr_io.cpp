@@ -19,7 +19,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "base/hot.h"
+#include "base/launch_words.h"
 #include "base/process_facts.h"
 #include "base/settings.h"
 #include "tmaguard/report.h"
@@ -206,7 +206,7 @@ void write_stderr_line(const std::string& line, const char* event) {
 bool cannot_work_said() { return g_cannot_work_said.load(); }
 
 void report_cannot_work(const std::string& why) {
-  g_hot.state.store(kDisabled, std::memory_order_release);
+  g_launch_globals.state.store(kDisabled, std::memory_order_release);
   if (g_cannot_work_said.exchange(true)) return;
   write_stderr_line("tmaguard: cannot work: " + why + "; the job runs on unguarded", "cannot-work");
 }

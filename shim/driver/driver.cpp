@@ -41,13 +41,13 @@ static_assert(sizeof(kNames) / sizeof(kNames[0]) == kEntries);
 static_assert(sizeof(TG_STRINGIFY(RTLD_NEXT)) == sizeof("((void *) -1l)") &&
                   __builtin_memcmp(TG_STRINGIFY(RTLD_NEXT), "((void *) -1l)", sizeof("((void *) -1l)")) == 0,
               "kRtldNext in driver.h must be glibc's RTLD_NEXT");
-static_assert(kEntries <= static_cast<int>(sizeof(HotGlobals::real) / sizeof(HotGlobals::real[0])));
+static_assert(kEntries <= static_cast<int>(sizeof(LaunchGlobals::real) / sizeof(LaunchGlobals::real[0])));
 static_assert(static_cast<int>(EntryId::cuLaunchKernel) < 6 && static_cast<int>(EntryId::cuLaunchKernel_ptsz) < 6 &&
                   static_cast<int>(EntryId::cuLaunchKernelEx) < 6 &&
                   static_cast<int>(EntryId::cuLaunchKernelEx_ptsz) < 6 &&
                   static_cast<int>(EntryId::cuLaunchCooperativeKernel) < 6 &&
                   static_cast<int>(EntryId::cuLaunchCooperativeKernel_ptsz) < 6,
-              "the launch entries' real pointers must share HotGlobals' first cache line");
+              "the launch entries' real pointers must share LaunchGlobals' first cache line");
 
 std::atomic<void*> g_handle{nullptr};  // the driver's dlopen handle; kMissing when it could not be loaded
 std::atomic<void*> g_real_dlsym{nullptr};
@@ -138,19 +138,19 @@ DlsymFn real_dlsym() {
 }
 
 // Zero-initialised: no constructor runs at load time.
-HotGlobals g_hot;
+LaunchGlobals g_launch_globals;
 
 void* real_function_slow(EntryId id) {
   note_process_stderr();  // the first call into tmaguard from the job: its stderr as it is now
   const int i = static_cast<int>(id);
-  void* f = g_hot.real[i].load(std::memory_order_acquire);
+  void* f = g_launch_globals.real[i].load(std::memory_order_acquire);
   if (f != kNotLookedUp) return f == kMissing ? nullptr : f;
   void* h = libcuda_handle(true);
   DlsymFn sym = real_dlsym();
   f = (h && sym) ? sym(h, kNames[i]) : nullptr;
   // A "real" pointer that is our own wrapper (TMAGUARD_LIBCUDA pointing at tmaguard) would recurse forever.
   if (f && f == kWrappers[i]) f = nullptr;
-  g_hot.real[i].store(f ? f : kMissing, std::memory_order_release);
+  g_launch_globals.real[i].store(f ? f : kMissing, std::memory_order_release);
   return f;
 }
 

@@ -5,7 +5,7 @@
 #include <type_traits>
 
 #include "base/cuda_names.h"
-#include "base/hot.h"
+#include "base/launch_words.h"
 
 namespace tmaguard {
 
@@ -18,7 +18,7 @@ enum class EntryId : int {
   kCount
 };
 
-//! Values of a HotGlobals::real slot besides a function pointer: not looked up yet, or looked up and absent (so a
+//! Values of a LaunchGlobals::real slot besides a function pointer: not looked up yet, or looked up and absent (so a
 //! missing symbol is not looked up again on every call).
 inline void* const kNotLookedUp = nullptr;
 inline void* const kMissing = reinterpret_cast<void*>(1);
@@ -27,7 +27,7 @@ void* real_function_slow(EntryId id);
 //! The real function if it was already looked up and found, else nullptr; never looks anything up (the launch
 //! wrappers' first line, which must not make a call that is not a tail call).
 inline void* real_function_if_resolved(EntryId id) {
-  void* f = g_hot.real[static_cast<int>(id)].load(std::memory_order_acquire);
+  void* f = g_launch_globals.real[static_cast<int>(id)].load(std::memory_order_acquire);
   return (f != kNotLookedUp && f != kMissing) ? f : nullptr;
 }
 //! The real driver's function for an entry, or nullptr (driver missing, or it lacks the symbol). Never ours.

@@ -3,7 +3,7 @@
 // same three stages; only how a kind's arguments make a LaunchView differs (one function per kind, below).
 //
 //   client --> cuLaunchKernel (ours): fast_pass(view) (memo.h, inline) --> real cuLaunchKernel (tail call)
-//                                 \-> rest: known_clean(view) (memo.h) --> real cuLaunchKernel (tail call)
+//                                 \-> after_fast_pass: slow_pass(view) (memo.h) --> real cuLaunchKernel (tail call)
 //                                     \-> checked: TG_ENTER, check_launch(view) (launch_check.h) --> run | reject |
 //                                         abort; after a run, audit_after_launch(view) (device_audit.h)
 //
@@ -70,16 +70,16 @@ struct LaunchEntry<Id, Kind, PerThread, CUresult (*)(A...)> {
     return rc;
   }
   // What the memo knows beyond the wrapper's own look (the process's clean keys, kernels with many maps).
-  __attribute__((noinline)) static CUresult rest(A... a) {
+  __attribute__((noinline)) static CUresult after_fast_pass(A... a) {
     const auto real = reinterpret_cast<Fn>(real_function_if_resolved(Id));
-    if (real && known_clean(Kind::view(PerThread, a...))) return real(a...);
+    if (real && slow_pass(Kind::view(PerThread, a...))) return real(a...);
     return checked(a...);
   }
   // The exported wrapper's whole body: a repeat the memo passes goes straight to the driver.
   __attribute__((always_inline)) static CUresult wrapper(A... a) {
     const auto real = reinterpret_cast<Fn>(real_function_if_resolved(Id));
     if (__builtin_expect(real && fast_pass(Kind::view(PerThread, a...)), 1)) return real(a...);
-    return rest(a...);
+    return after_fast_pass(a...);
   }
 };
 

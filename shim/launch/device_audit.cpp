@@ -36,7 +36,7 @@ constexpr std::size_t kReadsPerLaunch = 8;  // distinct allocations read after o
 
 // One read in flight: `bytes` bytes from device address `address` (what parameter place `pointer` held) into
 // `host`, done when `event` is.
-struct Slot {
+struct ReadSlot {
   uint8_t* host = nullptr;
   CUevent event = nullptr;
   CUcontext event_ctx = nullptr;  // the context `event` was created in
@@ -58,7 +58,7 @@ struct Slot {
 std::mutex g_mu;
 std::condition_variable* g_cv = nullptr;  // the worker waits for work, the exit drain for an empty queue (made on
                                           // first use: nothing runs at load time)
-Slot g_slots[kSlotCount];
+ReadSlot g_slots[kSlotCount];
 std::vector<int>* g_free = nullptr;   // free slots
 std::deque<int>* g_pending = nullptr;  // reads in flight, oldest first
 uint8_t* g_pinned = nullptr;           // kSlotCount x the read size, pinned (allocated on first use)
@@ -70,7 +70,7 @@ void fork_prepare() { g_mu.lock(); }
 void fork_parent() { g_mu.unlock(); }
 // The child has no worker and cannot use its parent's CUDA state: it starts with no slots, pinned memory or events.
 void fork_child() {
-  for (Slot& s : g_slots) s = Slot{};
+  for (ReadSlot& s : g_slots) s = ReadSlot{};
   g_free = nullptr;
   g_pending = nullptr;
   g_pinned = nullptr;
@@ -100,7 +100,7 @@ void relaxed(const std::function<void()>& fn) {
 
 // The bytes a map covers, past the allocation its address lies in and any that follow it without a gap (no claim for
 // a template or a map built on address arithmetic: map_range says which): a finding when the tensor reaches past.
-std::optional<Finding> beyond_allocation(const Slot& s, const Range& r, const TensorMapParam& m) {
+std::optional<Finding> beyond_allocation(const ReadSlot& s, const Range& r, const TensorMapParam& m) {
   const TensorMapView& v = m.decoded.view;
   const std::optional<ByteRange> span = template_map(v) ? std::nullopt : map_range(v.encode_args());
   const uint64_t end = span ? mapped_through(r, span->end, s.epoch).end : 0;
@@ -119,7 +119,7 @@ std::optional<Finding> beyond_allocation(const Slot& s, const Range& r, const Te
 // The maps in what one read brought back whose tensors lie in device memory the driver allocated (bytes that merely
 // look like one elsewhere do not count); a map repeated byte for byte (every program's copy) is taken at its first
 // place.
-std::vector<TensorMapParam> maps_read_back(const Slot& s, std::vector<Finding>& findings) {
+std::vector<TensorMapParam> maps_read_back(const ReadSlot& s, std::vector<Finding>& findings) {
   std::vector<TensorMapParam> maps;
   std::vector<uint64_t> seen_bytes;
   for (DeviceWindow& w : find_device_maps(s.host, s.bytes, s.address)) {
@@ -145,7 +145,7 @@ std::vector<TensorMapParam> maps_read_back(const Slot& s, std::vector<Finding>& 
 
 constexpr const char* kReadBackProvenance = "built or written on the device; read back after the kernel ran";
 
-void inspect_read_back(const Slot& s, const std::vector<TensorMapParam>& maps) {
+void inspect_read_back(const ReadSlot& s, const std::vector<TensorMapParam>& maps) {
   const KernelInfo& k = *s.kernel;
   InspectRecord rec;
   rec.kernel = k.name;
@@ -158,7 +158,7 @@ void inspect_read_back(const Slot& s, const std::vector<TensorMapParam>& maps) {
 }
 
 // The maps in what one read brought back, judged and reported.
-void examine(const Slot& s) {
+void examine(const ReadSlot& s) {
   const KernelInfo& k = *s.kernel;
   std::vector<Finding> findings;
   std::vector<TensorMapParam> maps = maps_read_back(s, findings);
@@ -196,7 +196,7 @@ void nap(long ns) {
 // Caller holds g_mu. Claims the slot for judging when it still holds the read a poll saw (`generation`) and nobody
 // judges it yet.
 bool claim_slot(int i, uint64_t generation) {
-  Slot& s = g_slots[i];
+  ReadSlot& s = g_slots[i];
   if (s.claimed || s.generation != generation ||
       std::find(g_pending->begin(), g_pending->end(), i) == g_pending->end())
     return false;
@@ -215,7 +215,7 @@ void release_slot(int i) {
 }
 
 // Judges a claimed slot's read (no lock held): a read whose event failed is dropped unjudged.
-void judge_claimed(Slot& s, CUresult event_state) {
+void judge_claimed(ReadSlot& s, CUresult event_state) {
   if (event_state != CUDA_SUCCESS) return;
   try {
     examine(s);
@@ -225,7 +225,7 @@ void judge_claimed(Slot& s, CUresult event_state) {
 }
 
 void* worker(void*) {
-  t_hot.hook_depth = 1;  // whatever this thread calls passes through tmaguard's wrappers
+  t_launch_thread.hook_depth = 1;  // whatever this thread calls passes through tmaguard's wrappers
   auto exchange = TG_REAL(cuThreadExchangeStreamCaptureMode);
   CUstreamCaptureMode relaxed_mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   if (exchange) exchange(&relaxed_mode);
@@ -250,7 +250,7 @@ void* worker(void*) {
     // up no other, and the exit drain can stop the worker.
     std::vector<std::pair<int, CUresult>> done;
     for (const auto& [i, generation] : in_flight) {
-      Slot& s = g_slots[i];
+      ReadSlot& s = g_slots[i];
       CUcontext ctx;
       CUevent event;
       {
@@ -341,7 +341,7 @@ void judge_oldest_read(std::unique_lock<std::mutex>& lock, CUcontext ctx) {
     }
   auto query = TG_REAL(cuEventQuery);
   if (idx < 0 || !query) return;
-  Slot& s = g_slots[idx];
+  ReadSlot& s = g_slots[idx];
   s.claimed = true;
   const CUevent event = s.event;
   lock.unlock();
@@ -418,7 +418,7 @@ RawCallSite site_if_slot_free(bool every) {
 }
 
 // The slot's event, made in the launch's context (one of another context is destroyed first). False: no event.
-bool slot_event(Slot& s, CUcontext ctx, const AuditCalls& calls) {
+bool slot_event(ReadSlot& s, CUcontext ctx, const AuditCalls& calls) {
   if (s.event && s.event_ctx != ctx) {
     relaxed([&] {
       if (calls.destroy) calls.destroy(s.event);
@@ -438,7 +438,7 @@ bool slot_event(Slot& s, CUcontext ctx, const AuditCalls& calls) {
 
 // Queues the copy of one read into the free slot at the back of g_free and its event after it; the slot leaves g_free
 // when the copy is queued (a copy whose end cannot be known keeps its slot forever). False: not queued.
-bool queue_copy(Slot& s, const Read& read, CUstream stream, const AuditCalls& calls) {
+bool queue_copy(ReadSlot& s, const Read& read, CUstream stream, const AuditCalls& calls) {
   // Frees are journaled from before the copy is queued until its read is judged (allocations.h).
   journal_reads(+1);
   const uint64_t epoch = journal_epoch();
@@ -471,7 +471,7 @@ int queue_reads(std::unique_lock<std::mutex>& lock, const KernelInfo& k, const L
       break;
     }
     const int idx = g_free->back();
-    Slot& s = g_slots[idx];
+    ReadSlot& s = g_slots[idx];
     if (!slot_event(s, ctx, calls) || !queue_copy(s, reads[i], stream, calls)) {
       audit_skipped(AuditSkip::kCopyRefused);
       continue;

@@ -27,11 +27,11 @@ constexpr std::size_t kSlots = 1 << 14;  // kernels; past 3/4 full the overflow 
 // A slot's info: a KernelInfo, nullptr while its first builder fills it in, or kDead after an unload freed the
 // handle (the key stays, so probe chains stay intact; a launch of the reused handle rebuilds it).
 const KernelInfo* const kDead = reinterpret_cast<const KernelInfo*>(1);
-struct Slot {
+struct TableSlot {
   std::atomic<uintptr_t> key;
   std::atomic<const KernelInfo*> info;
 };
-std::atomic<Slot*> g_slots_ptr{nullptr};  // allocated on first use (no work at load time)
+std::atomic<TableSlot*> g_slots_ptr{nullptr};  // allocated on first use (no work at load time)
 std::atomic<std::size_t> g_used{0};
 std::mutex g_overflow_mu;
 std::unordered_map<uintptr_t, const KernelInfo*>* g_overflow = nullptr;
@@ -80,7 +80,7 @@ void reclaim() {
   {
     std::lock_guard<std::mutex> lock(index_lock());
     if (!g_retired || g_retired->empty()) return;
-    const uint32_t now = g_hot.kernel_epoch.load(std::memory_order_acquire);
+    const uint32_t now = g_launch_globals.kernel_epoch.load(std::memory_order_acquire);
     const uint32_t oldest = oldest_thread_epoch(now);
     auto keep = g_retired->begin();
     for (const Retired& r : *g_retired) {
@@ -108,12 +108,12 @@ void retire(const std::vector<const KernelInfo*>& gone, uint32_t epoch) {
 }
 
 // A new epoch: every thread's memo entries (and any KernelInfo pointer it took from them) must be dropped.
-uint32_t next_epoch() { return g_hot.kernel_epoch.fetch_add(1, std::memory_order_acq_rel) + 1; }
+uint32_t next_epoch() { return g_launch_globals.kernel_epoch.fetch_add(1, std::memory_order_acq_rel) + 1; }
 
-Slot* slots() {
-  Slot* s = g_slots_ptr.load(std::memory_order_acquire);
+TableSlot* slots() {
+  TableSlot* s = g_slots_ptr.load(std::memory_order_acquire);
   if (s) return s;
-  auto* fresh = new Slot[kSlots]();
+  auto* fresh = new TableSlot[kSlots]();
   if (g_slots_ptr.compare_exchange_strong(s, fresh, std::memory_order_acq_rel)) return fresh;
   delete[] fresh;
   return s;
@@ -274,7 +274,7 @@ namespace {
 // Replaces `stale` (the info in force for `key`) with `fresh`: true when it did; false when another thread replaced
 // or forgot it first (then `fresh` is not published).
 bool replace_info(uintptr_t key, const KernelInfo* stale, const KernelInfo* fresh) {
-  if (Slot* table = g_slots_ptr.load(std::memory_order_acquire)) {
+  if (TableSlot* table = g_slots_ptr.load(std::memory_order_acquire)) {
     std::size_t i = mix(key) & (kSlots - 1);
     for (std::size_t probe = 0; probe < kSlots; ++probe, i = (i + 1) & (kSlots - 1)) {
       const uintptr_t k = table[i].key.load(std::memory_order_acquire);
@@ -305,7 +305,7 @@ bool needs_research(const KernelInfo& k, const LaunchArgs& args) {
   return false;
 }
 
-const KernelInfo* research(CUfunction f, const KernelInfo* stale, const LaunchArgs& args) {
+const KernelInfo* search_again(CUfunction f, const KernelInfo* stale, const LaunchArgs& args) {
   const KernelInfo* fresh = build(f, &args, stale);
   if (!replace_info(reinterpret_cast<uintptr_t>(f), stale, fresh)) {
     delete fresh;  // another thread searched (or an unload forgot the kernel) first
@@ -316,7 +316,7 @@ const KernelInfo* research(CUfunction f, const KernelInfo* stale, const LaunchAr
 }
 
 const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
-  Slot* table = slots();
+  TableSlot* table = slots();
   const auto key = reinterpret_cast<uintptr_t>(f);
   std::size_t i = mix(key) & (kSlots - 1);
   for (std::size_t probe = 0; probe < kSlots; ++probe, i = (i + 1) & (kSlots - 1)) {
@@ -363,7 +363,7 @@ void forget_kernels_of(const void* owner, const void* module) {
     return !owner || !k->owner || k->owner == owner || (module && k->owner == module);
   };
   std::vector<const KernelInfo*> gone;
-  Slot* table = g_slots_ptr.load(std::memory_order_acquire);
+  TableSlot* table = g_slots_ptr.load(std::memory_order_acquire);
   auto forget_slot = [&](std::size_t i) {
     const KernelInfo* k = table[i].info.load(std::memory_order_acquire);
     if (live(k) && doomed(k) && table[i].info.compare_exchange_strong(k, kDead, std::memory_order_acq_rel))
@@ -415,7 +415,7 @@ void kernel_facts_released() {
 }
 
 void for_each_kernel(void (*fn)(const KernelInfo&)) {
-  if (Slot* table = g_slots_ptr.load(std::memory_order_acquire)) {
+  if (TableSlot* table = g_slots_ptr.load(std::memory_order_acquire)) {
     for (std::size_t i = 0; i < kSlots; ++i)
       if (const KernelInfo* k = table[i].info.load(std::memory_order_acquire); live(k)) fn(*k);
   }

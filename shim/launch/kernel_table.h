@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/cuda_names.h"
-#include "base/hot.h"
+#include "base/launch_words.h"
 #include "core/struct_search.h"
 #include "tmaguard/launch.h"
 
@@ -63,7 +63,7 @@ struct KernelInfo {
 const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args);
 //! A fresh search of `stale`'s kernel with this launch's bytes (a watched place holds a map, or the kernel waited
 //! for readable bytes): the new KernelInfo replaces the old one for every thread. Returns what is in force.
-const KernelInfo* research(CUfunction f, const KernelInfo* stale, const LaunchArgs& args);
+const KernelInfo* search_again(CUfunction f, const KernelInfo* stale, const LaunchArgs& args);
 //! Whether this launch calls for a new search of its kernel's parameters (kernel_table.cpp says when).
 bool needs_research(const KernelInfo& k, const LaunchArgs& args);
 inline constexpr unsigned kMaxSearches = 64;

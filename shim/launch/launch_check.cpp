@@ -78,7 +78,7 @@ bool collect(const LaunchView& launch, Collected& c) {
   c.entry = &entry(launch.f, readable ? &args : nullptr);  // a kernel's first launch searches its structs with these
   // A kernel that waited for readable bytes, or with a map in a place that was empty, is searched again now.
   if (readable && needs_research(*c.entry->info, args)) {
-    research(launch.f, c.entry->info, args);
+    search_again(launch.f, c.entry->info, args);
     c.entry = &entry(launch.f, &args);
   }
   c.kernel = c.entry->info;
@@ -111,7 +111,7 @@ std::vector<TensorMapParam> decode_needed(const Collected& c, bool all, std::vec
   std::vector<TensorMapParam> maps;
   for (std::size_t i = 0; i < c.bytes.size(); ++i) {
     const MapEvidence e = c.kernel->evidence(i);
-    const bool clean = known_map(c.hashes[i], e);
+    const bool clean = map_passed_before(c.hashes[i], e);
     if (clean && !all) continue;
     TensorMapParam m;
     m.place = c.kernel->maps[i];
@@ -164,7 +164,7 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
 void report_census_at_exit();  // below
 
 Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
-  ThreadHot& t = t_hot;
+  LaunchThread& t = t_launch_thread;
   register_thread();
   bump(t.launches_seen);
   const bool inspecting = mode() == Mode::kInspect;
@@ -179,7 +179,7 @@ Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
     return Verdict::kRun;
   }
   bump(t.launches_checked);
-  if (!inspecting && known_key(*c.entry, c.key)) {
+  if (!inspecting && is_clean_key(*c.entry, c.key)) {
     remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, false);
     return Verdict::kRun;
   }
@@ -228,7 +228,7 @@ thread_local const void* t_nested_f __attribute__((tls_model("initial-exec"))) =
 // The launches this thread made inside another tmaguard call, said once the outer call ended (runtime.h): which
 // kernel, how many; once per kernel (the summary counts them all).
 void report_nested() {
-  const uint32_t n = t_hot.nested_unreported;
+  const uint32_t n = t_launch_thread.nested_unreported;
   const void* f = t_nested_f;
   if (!n || !f) return;
   try {
@@ -292,7 +292,7 @@ Verdict check_launch(const Intercepted& call, const LaunchView& launch, const Ke
     // here. Counted (one atomic add), said when the outer call ends.
     if (armed_already()) {
       count_unchecked(Unchecked::kNested);
-      ++t_hot.nested_unreported;
+      ++t_launch_thread.nested_unreported;
       t_nested_f = launch.f;
       static std::atomic<bool> hooked{false};
       if (!hooked.load(std::memory_order_relaxed) && !hooked.exchange(true)) on_nested_launches(report_nested);

@@ -97,11 +97,11 @@ uint64_t map_hash(uint64_t hash, MapEvidence e) {
 
 MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
   // Kernel facts replaced since this thread last looked (an unload, a new search): any entry may be stale.
-  const uint32_t epoch = g_hot.kernel_epoch.load(std::memory_order_acquire);
-  if (t_hot.kernel_epoch.load(std::memory_order_relaxed) != epoch) {
+  const uint32_t epoch = g_launch_globals.kernel_epoch.load(std::memory_order_acquire);
+  if (t_launch_thread.kernel_epoch.load(std::memory_order_relaxed) != epoch) {
     std::memset(static_cast<void*>(t_memo.entries), 0, sizeof t_memo.entries);
     forget_keys(nullptr);
-    t_hot.kernel_epoch.store(epoch, std::memory_order_release);
+    t_launch_thread.kernel_epoch.store(epoch, std::memory_order_release);
     kernel_facts_released();  // this thread no longer holds what was forgotten
   }
   MemoEntry& e = memo_detail::slot(f);
@@ -116,7 +116,7 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
   return e;
 }
 
-bool known_key(const MemoEntry& e, uint64_t key) {
+bool is_clean_key(const MemoEntry& e, uint64_t key) {
   return key && (key == e.clean_key || memo_detail::shared_key_known(key));
 }
 
@@ -125,7 +125,7 @@ void audit_done(MemoEntry& e) {
   e.info = nullptr;
 }
 
-bool known_map(uint64_t hash, MapEvidence evidence) {
+bool map_passed_before(uint64_t hash, MapEvidence evidence) {
   const uint64_t h = map_hash(hash, evidence);
   return h && g_map_hashes[h & (kMapHashes - 1)].load(std::memory_order_relaxed) == h;
 }
@@ -140,7 +140,7 @@ namespace memo_detail {
 CleanBlock* block_of(const MemoEntry& e, bool allocate) {
   if (!t_memo.blocks) {
     // Only a registered thread: its exit frees the blocks (counters.h).
-    if (!allocate || !t_hot.registered) return nullptr;
+    if (!allocate || !t_launch_thread.registered) return nullptr;
     on_thread_exit(release_thread);
     void* p = std::aligned_alloc(alignof(CleanBlock), kMemoEntries * sizeof(CleanBlock));
     if (!p) return nullptr;

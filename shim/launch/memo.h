@@ -13,12 +13,12 @@
 //
 //   fast_pass()     inline in the exported wrapper, before TG_ENTER: a known kernel without maps, or one whose maps
 //                   equal the entry's copy, or whose key is one of the entry's clean keys --> the driver
-//   known_clean()   out of line, still before TG_ENTER: the launch key among the process's clean keys, or a kernel
+//   slow_pass()   out of line, still before TG_ENTER: the launch key among the process's clean keys, or a kernel
 //                   whose map places live in its KernelInfo --> the driver
 //   the full check  (launch_check.h) entry() --> judge --> remember() / remember_map()
 //
 // A real driver spends microseconds between two launches and evicts these lines, so what a repeat costs on a GPU host
-// is mostly how many distinct lines it misses on: the global line (hot.h), the thread's first line (hot.h) and its
+// is mostly how many distinct lines it misses on: the global line (launch_words.h), the thread's first line (launch_words.h) and its
 // entry's line; a repeat with maps adds the maps and the entry's copy. Everything on the fast path is straight-line
 // code in the wrapper: a repeat touches no other code line.
 #pragma once
@@ -28,7 +28,7 @@
 #include <cstdint>
 
 #include "base/hash_key.h"
-#include "base/hot.h"
+#include "base/launch_words.h"
 #include "core/launch_key.h"
 #include "tmaguard/config.h"
 #include "launch/kernel_table.h"
@@ -91,7 +91,7 @@ extern thread_local MemoThread t_memo __attribute__((tls_model("initial-exec")))
 //! (`args`: the launch's parameters, nullptr when none are readable).
 MemoEntry& entry(CUfunction f, const LaunchArgs* args);
 //! Whether a launch with this key is known clean: the entry's last clean key, or one any thread found.
-bool known_key(const MemoEntry& e, uint64_t key);
+bool is_clean_key(const MemoEntry& e, uint64_t key);
 //! A launch found clean (or known clean by its key): its key becomes the entry's last clean key and one of its
 //! block's, and for a kernel with few maps, the maps' bytes (`bytes(i)`: map i's 128 bytes) its copy. `shared`: the
 //! key also joins the process-wide keys (a launch the full check judged).
@@ -100,7 +100,7 @@ void remember(MemoEntry& e, uint64_t key, BytesOf&& bytes, bool shared);
 //! Whether a map's bytes (their content hash, as read under `evidence`) passed the generic checks before; and
 //! remembering that they did. Salted by how the bytes were read: the same bytes are no map where maps are only
 //! searched for and a map where a rule names the kernel.
-bool known_map(uint64_t hash, MapEvidence evidence);
+bool map_passed_before(uint64_t hash, MapEvidence evidence);
 void remember_map(uint64_t hash, MapEvidence evidence);
 //! The device audit is done with the entry's kernel: the next launch makes the entry afresh (fast paths again).
 void audit_done(MemoEntry& e);
@@ -110,8 +110,8 @@ void audit_done(MemoEntry& e);
 //! True when a repeated launch of a known kernel, on this thread, is fine without any check. Inline in each wrapper.
 bool fast_pass(const LaunchView& v);
 //! True when a launch fast_pass() could not pass is known clean all the same. Inline in each wrapper's out-of-line
-//! rest (hooks_launch.cpp).
-bool known_clean(const LaunchView& v);
+//! after_fast_pass (hooks_launch.cpp).
+bool slow_pass(const LaunchView& v);
 
 // ------------------------------------------------------------------------------------------------------------------
 // Implementation. Everything below reads or writes the memo's state; the rest of tmaguard calls the functions above.
@@ -160,8 +160,8 @@ inline void add_key(CleanBlock& b, uint64_t key) {
 // The steps before TG_ENTER write this thread's memo: for their duration the thread counts as inside a tmaguard
 // call, so that a signal handler launching meanwhile is counted, not checked against a half-written memo.
 struct InsideCall {
-  InsideCall() { ++t_hot.hook_depth; }
-  ~InsideCall() { --t_hot.hook_depth; }
+  InsideCall() { ++t_launch_thread.hook_depth; }
+  ~InsideCall() { --t_launch_thread.hook_depth; }
 };
 
 template <typename BytesOf>
@@ -177,7 +177,7 @@ void remember_local(MemoEntry& e, uint64_t key, BytesOf&& bytes) {
       if (!m) return;
       __builtin_memcpy(b->maps + kTensorMapBytes * i, m, kTensorMapBytes);
     }
-    bump(t_hot.clean_copies);
+    bump(t_launch_thread.clean_copies);
   }
   e.clean_key = key;
 }
@@ -187,9 +187,9 @@ void remember_local(MemoEntry& e, uint64_t key, BytesOf&& bytes) {
 // thread's entries were last made (an unload frees handles the driver may reuse; a new struct search gives a kernel
 // more map places).
 __attribute__((always_inline)) inline bool usable() {
-  return t_hot.hook_depth == 0 && g_hot.state.load(std::memory_order_acquire) == kArmed &&
-         g_hot.mode.load(std::memory_order_relaxed) != Mode::kInspect &&
-         t_hot.kernel_epoch.load(std::memory_order_relaxed) == g_hot.kernel_epoch.load(std::memory_order_relaxed);
+  return t_launch_thread.hook_depth == 0 && g_launch_globals.state.load(std::memory_order_acquire) == kArmed &&
+         g_launch_globals.mode.load(std::memory_order_relaxed) != Mode::kInspect &&
+         t_launch_thread.kernel_epoch.load(std::memory_order_relaxed) == g_launch_globals.kernel_epoch.load(std::memory_order_relaxed);
 }
 
 //! The entry slot for a launch handle.
@@ -204,13 +204,13 @@ static_assert(kMemoEntries == 16, "slot() takes the top 4 bits");
 // a copy, takes a copy, so that the launches after it take the compare; another key only becomes the last one.
 // Copying each layer's maps in turn, when one kernel is launched once per layer on its own tensors, would cost more
 // than the compare saves; but a copy left at another layer's bytes would send every later repeat to the hash.
-template <typename Slot>
-__attribute__((noinline, cold)) void renew_copy(MemoEntry& e, uint64_t key, const Slot& slot) {
+template <typename MapBytes>
+__attribute__((noinline, cold)) void renew_copy(MemoEntry& e, uint64_t key, const MapBytes& slot) {
   const InsideCall inside;
   remember_local(e, key, slot);
 }
-template <typename Slot>
-__attribute__((always_inline)) inline void known_again(MemoEntry& e, uint64_t key, std::size_t n, const Slot& slot) {
+template <typename MapBytes>
+__attribute__((always_inline)) inline void note_clean_again(MemoEntry& e, uint64_t key, std::size_t n, const MapBytes& slot) {
   if (e.clean_key && key != e.clean_key)
     e.clean_key = key;  // the copy stays valid: any clean bytes of the kernel serve for the compare
   else if (key != e.clean_key || n <= kCopiedMaps)  // no copy yet, or one a repeat of this key can renew
@@ -220,22 +220,22 @@ __attribute__((always_inline)) inline void known_again(MemoEntry& e, uint64_t ke
 // The maps' key (`slot(i)`: map i's 128 bytes, nullptr: not available) against the entry's last clean key and the
 // process's clean keys: a key another thread found clean, or one this thread's block no longer holds (more than 64
 // layers, a full set). A hit joins the block's keys. Out of line and cold: fast_pass covers the repeats.
-template <typename Slot>
-__attribute__((noinline, cold)) bool key_clean(MemoEntry& e, std::size_t n, const Slot& slot) {
+template <typename MapBytes>
+__attribute__((noinline, cold)) bool pass_by_shared_key(MemoEntry& e, std::size_t n, const MapBytes& slot) {
   const InsideCall inside;
   uint64_t key = 0;
   if (!launch_key(e.identity, g_hash_key, n, slot, &key)) return false;
   if (key != e.clean_key && !shared_key_known(key)) return false;
   if (CleanBlock* b = block_of(e, false)) add_key(*b, key);
-  known_again(e, key, n, slot);
-  bump(t_hot.launches_seen);
-  bump(t_hot.launches_checked);
+  note_clean_again(e, key, n, slot);
+  bump(t_launch_thread.launches_seen);
+  bump(t_launch_thread.launches_checked);
   return true;
 }
 
 // The maps' bytes against the entry's copy of a clean launch of its kernel.
-template <typename Slot>
-__attribute__((always_inline)) inline bool copy_equal(const MemoEntry& e, std::size_t n, const Slot& slot) {
+template <typename MapBytes>
+__attribute__((always_inline)) inline bool copy_equal(const MemoEntry& e, std::size_t n, const MapBytes& slot) {
   if (!e.clean_key || n > kCopiedMaps || !t_memo.blocks) return false;
   const uint8_t* copy = t_memo.blocks[&e - t_memo.entries].maps;
   for (std::size_t i = 0; i < n; ++i) {
@@ -246,14 +246,14 @@ __attribute__((always_inline)) inline bool copy_equal(const MemoEntry& e, std::s
 }
 
 // The maps' launch key among the entry's clean keys on this thread (the kernel on another layer's tensors, or a
-// repeat whose copy is another layer's); a hit may renew the copy (known_again).
-template <typename Slot>
-__attribute__((always_inline)) inline bool key_known(MemoEntry& e, std::size_t n, const Slot& slot) {
+// repeat whose copy is another layer's); a hit may renew the copy (note_clean_again).
+template <typename MapBytes>
+__attribute__((always_inline)) inline bool pass_by_entry_key(MemoEntry& e, std::size_t n, const MapBytes& slot) {
   uint64_t key = 0;
   if (!t_memo.blocks || !launch_key(e.identity, g_hash_key, n, slot, &key) ||
       !has_key(t_memo.blocks[&e - t_memo.entries], key))
     return false;
-  known_again(e, key, n, slot);
+  note_clean_again(e, key, n, slot);
   return true;
 }
 
@@ -290,17 +290,17 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
   MemoEntry& e = slot(v.f);
   if (__builtin_expect(e.f != v.f || !e.info, 0)) return false;
   if (__builtin_expect(e.at == MapsAt::kNowhere, 1)) {
-    bump(t_hot.launches_seen);
+    bump(t_launch_thread.launches_seen);
     return true;
   }
   if (e.at >= MapsAt::kKernelInfo || !v.kernel_params) return false;  // the rest, or the full check
   if (e.watch_mask && !watched_clean(e, v)) return false;             // the full check searches again
   if (e.count) {                                                      // 0: watched places alone
     const EntrySlots slots{e, v.kernel_params};
-    if (!copy_equal(e, e.count, slots) && !key_known(e, e.count, slots)) return false;
+    if (!copy_equal(e, e.count, slots) && !pass_by_entry_key(e, e.count, slots)) return false;
   }
-  bump(t_hot.launches_seen);
-  if (e.count) bump(t_hot.launches_checked);
+  bump(t_launch_thread.launches_seen);
+  if (e.count) bump(t_launch_thread.launches_checked);
   return true;
 }
 
@@ -308,14 +308,14 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
 // clean key or one of the process's (a key another thread found clean, or one this thread's block no longer holds);
 // or the kernel's map places live in its KernelInfo (more maps than an entry holds): compared with the copy, else
 // keyed.
-__attribute__((always_inline)) inline bool known_clean(const LaunchView& v) {
+__attribute__((always_inline)) inline bool slow_pass(const LaunchView& v) {
   using namespace memo_detail;
   if (!usable()) return false;
   MemoEntry& e = slot(v.f);
   if (e.f != v.f || !e.info || !v.kernel_params || e.at == MapsAt::kAuditing) return false;
   if (e.at != MapsAt::kKernelInfo) {
     if (e.at == MapsAt::kNowhere || e.count == 0 || (e.watch_mask && !watched_clean(e, v))) return false;
-    return key_clean(e, e.count, EntrySlots{e, v.kernel_params});
+    return pass_by_shared_key(e, e.count, EntrySlots{e, v.kernel_params});
   }
   // Every place of a KernelInfo lies inside its parameter (checked when it was found), so with kernelParams the
   // bytes are at param(place.param, place.offset).
@@ -325,16 +325,16 @@ __attribute__((always_inline)) inline bool known_clean(const LaunchView& v) {
   for (const MapPlace& w : k.watch)    // a watched place that may now hold a map: the full check looks
     if (watched_place_may_hold_map(at(w))) return false;
   if (k.maps.empty()) {  // nothing to hash: the watched places were all there was to look at
-    bump(t_hot.launches_seen);
+    bump(t_launch_thread.launches_seen);
     return true;
   }
   auto slot_of = [&k, at](std::size_t i) { return at(k.maps[i]); };
-  if (copy_equal(e, k.maps.size(), slot_of) || key_known(e, k.maps.size(), slot_of)) {
-    bump(t_hot.launches_seen);
-    bump(t_hot.launches_checked);
+  if (copy_equal(e, k.maps.size(), slot_of) || pass_by_entry_key(e, k.maps.size(), slot_of)) {
+    bump(t_launch_thread.launches_seen);
+    bump(t_launch_thread.launches_checked);
     return true;
   }
-  return key_clean(e, k.maps.size(), slot_of);
+  return pass_by_shared_key(e, k.maps.size(), slot_of);
 }
 
 template <typename BytesOf>

@@ -22,7 +22,7 @@
 #include <cstring>
 #include <string>
 
-#include "base/hot.h"
+#include "base/launch_words.h"
 #include "base/process_facts.h"
 #include "base/settings.h"
 #include "base/stderr_io.h"
@@ -155,7 +155,7 @@ void* summary_thread(void*) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the job's handlers never run on this thread
-  t_hot.hook_depth = 1;                       // its own writes never enter tmaguard's wrappers
+  t_launch_thread.hook_depth = 1;                       // its own writes never enter tmaguard's wrappers
   pthread_setname_np(pthread_self(), "tmaguard-sum");
   const uint64_t interval = g_fleet_cfg->summary_interval_s;
   uint64_t last = 0;

@@ -41,7 +41,7 @@
 
 #include "base/counters.h"
 #include "base/fork_locks.h"
-#include "base/hot.h"
+#include "base/launch_words.h"
 #include "base/process_facts.h"
 #include "base/settings.h"
 #include "base/stderr_io.h"
@@ -228,7 +228,7 @@ void log_thread_start() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
-  t_hot.hook_depth = 1;
+  t_launch_thread.hook_depth = 1;
   pthread_setname_np(pthread_self(), "tmaguard-log");
 }
 

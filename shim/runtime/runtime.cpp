@@ -122,7 +122,7 @@ bool init() {
   fleet_arm(cfg);
   g_rules = new std::shared_ptr<const RuleSet>(std::move(rules));
   g_config = new Config(cfg);
-  g_hot.mode.store(cfg.mode, std::memory_order_relaxed);
+  g_launch_globals.mode.store(cfg.mode, std::memory_order_relaxed);
   // Once per process image: a child that re-initialises (it was forked while its parent initialised) inherits
   // what its parent registered before the fork. (Fork handling: fork_locks.h; each module registers its lock.)
   static std::atomic<bool> registered{false};
@@ -132,7 +132,7 @@ bool init() {
 
 }  // namespace
 
-thread_local ThreadHot t_hot __attribute__((tls_model("initial-exec")));
+thread_local LaunchThread t_launch_thread __attribute__((tls_model("initial-exec")));
 
 namespace detail {
 
@@ -147,12 +147,12 @@ bool armed_slow() {
   constexpr auto kWaitLimit = std::chrono::seconds(60);
   Clock::time_point deadline{};
   for (;;) {
-    uint64_t s = g_hot.state.load(std::memory_order_acquire);
+    uint64_t s = g_launch_globals.state.load(std::memory_order_acquire);
     if (s == kArmed) return true;
     if (s == kDisabled) return false;
     if (s == kUninit) {
       const uint64_t mine = initing_state(static_cast<long>(getpid()));
-      if (!g_hot.state.compare_exchange_strong(s, mine, std::memory_order_acq_rel)) continue;
+      if (!g_launch_globals.state.compare_exchange_strong(s, mine, std::memory_order_acq_rel)) continue;
       t_initialising = true;
       bool ok = false;
       try {
@@ -163,14 +163,14 @@ bool armed_slow() {
       t_initialising = false;
       if (cannot_work_said()) ok = false;
       uint64_t expected = mine;  // report_cannot_work() may have disabled tmaguard meanwhile
-      g_hot.state.compare_exchange_strong(expected, ok ? kArmed : kDisabled, std::memory_order_acq_rel);
-      return g_hot.state.load(std::memory_order_acquire) == kArmed;
+      g_launch_globals.state.compare_exchange_strong(expected, ok ? kArmed : kDisabled, std::memory_order_acq_rel);
+      return g_launch_globals.state.load(std::memory_order_acquire) == kArmed;
     }
     // Another thread initialises.
     if (t_initialising) return false;
     if (initing_pid(s) != static_cast<long>(getpid())) {
       // Forked while a thread of the parent was initialising: that thread does not exist here. Start over.
-      g_hot.state.compare_exchange_strong(s, kUninit, std::memory_order_acq_rel);
+      g_launch_globals.state.compare_exchange_strong(s, kUninit, std::memory_order_acq_rel);
       continue;
     }
     const Clock::time_point now = Clock::now();
@@ -192,7 +192,7 @@ std::atomic<void (*)()> g_nested_report{nullptr};
 
 void nested_launches_unreported() {
   if (auto report = g_nested_report.load(std::memory_order_acquire)) report();
-  t_hot.nested_unreported = 0;  // (launches counted while it was said are in the summary's count)
+  t_launch_thread.nested_unreported = 0;  // (launches counted while it was said are in the summary's count)
 }
 
 }  // namespace detail

@@ -4,7 +4,7 @@
 #include <atomic>
 #include <string>
 
-#include "base/hot.h"
+#include "base/launch_words.h"
 #include "base/stderr_io.h"
 #include "tmaguard/config.h"
 
@@ -17,7 +17,7 @@ bool armed_slow();
 void nested_launches_unreported();
 }  // namespace detail
 
-//! What says the launches a thread made inside another tmaguard call (ThreadHot::nested_unreported), once the outer
+//! What says the launches a thread made inside another tmaguard call (LaunchThread::nested_unreported), once the outer
 //! call ends; set by the launch check (a layer above this one).
 void on_nested_launches(void (*report)());
 
@@ -26,12 +26,12 @@ void on_nested_launches(void (*report)());
 //! counted, and said when the outermost wrapper returns (no lock or allocation is safe inside the handler).
 class HookScope {
  public:
-  HookScope() : nested_(t_hot.hook_depth++ > 0) {}
+  HookScope() : nested_(t_launch_thread.hook_depth++ > 0) {}
   ~HookScope() {
     // Said while this call still counts as one (a signal handler that launches meanwhile is counted too, never checked
     // inside the locks the saying takes).
-    if (t_hot.hook_depth == 1 && __builtin_expect(t_hot.nested_unreported != 0, 0)) detail::nested_launches_unreported();
-    --t_hot.hook_depth;
+    if (t_launch_thread.hook_depth == 1 && __builtin_expect(t_launch_thread.nested_unreported != 0, 0)) detail::nested_launches_unreported();
+    --t_launch_thread.hook_depth;
   }
   HookScope(const HookScope&) = delete;
   HookScope& operator=(const HookScope&) = delete;

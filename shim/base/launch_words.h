@@ -2,7 +2,7 @@
 //
 // A real driver spends microseconds between two launches and evicts these lines from L1/L2, so what a launch adds
 // on a GPU host is mostly how many distinct lines it misses on, not how many instructions it runs. A launch of a
-// known kernel touches: one global line (state, mode, the six real launch pointers), this thread's ThreadHot line
+// known kernel touches: one global line (state, mode, the six real launch pointers), this thread's LaunchThread line
 // (re-entry depth, counters) and its clean-launch memo entry (launch/memo.h).
 #pragma once
 
@@ -14,7 +14,7 @@ namespace tmaguard {
 
 enum class Mode;  // tmaguard/config.h
 
-//! Initialisation state (HotGlobals::state). Uninit -> Initing -> Armed | Disabled; read on every launch. While
+//! Initialisation state (LaunchGlobals::state). Uninit -> Initing -> Armed | Disabled; read on every launch. While
 //! initialising, the word also holds the initialising process's pid (initing_state()), so that a child forked in
 //! the middle knows the initialiser is not in its process.
 enum InitState : uint64_t { kUninit = 0, kIniting = 1, kArmed = 2, kDisabled = 3 };
@@ -23,26 +23,26 @@ inline long initing_pid(uint64_t state) { return static_cast<long>(state >> 8); 
 
 //! Process-wide, read-mostly. Entry ids 0..5 are the launch entries (entry_points.def lists them first), so
 //! their real pointers share the first line with `state` and `mode`.
-struct alignas(64) HotGlobals {
+struct alignas(64) LaunchGlobals {
   std::atomic<uint64_t> state;         // InitState (with the initialiser's pid while initialising)
   std::atomic<Mode> mode;              // valid once armed
   std::atomic<uint32_t> kernel_epoch;  // bumped whenever kernel facts are replaced (a module/library unload, a
                                        // deferred struct search): per-thread caches must be dropped
   std::atomic<void*> real[64];         // the real driver's functions by EntryId (driver.h: kNotLookedUp, kMissing)
 };
-extern HotGlobals g_hot;
+extern LaunchGlobals g_launch_globals;
 
 //! True once initialisation succeeded; never initialises (runtime.h: armed() does).
-inline bool armed_already() { return g_hot.state.load(std::memory_order_acquire) == kArmed; }
+inline bool armed_already() { return g_launch_globals.state.load(std::memory_order_acquire) == kArmed; }
 //! The mode in force (valid once armed).
-inline Mode mode() { return g_hot.mode.load(std::memory_order_relaxed); }
+inline Mode mode() { return g_launch_globals.mode.load(std::memory_order_relaxed); }
 
 //! This thread's counters and re-entry depth: one cache line. Counters are plain per-thread words (relaxed load+store,
 //! no locked instruction); the summary adds up every live thread's and those of exited threads.
-struct alignas(64) ThreadHot {
+struct alignas(64) LaunchThread {
   int hook_depth;
   int registered;         // counted in the summary (registered with the thread registry)
-  std::atomic<uint32_t> kernel_epoch;  // HotGlobals::kernel_epoch when this thread's memo entries were last known
+  std::atomic<uint32_t> kernel_epoch;  // LaunchGlobals::kernel_epoch when this thread's memo entries were last known
                                        // valid (read by the thread that frees forgotten kernel facts:
                                        // launch/kernel_table.cpp)
   uint32_t nested_unreported;  // launches made inside another tmaguard call of this thread (a signal handler) that
@@ -54,7 +54,7 @@ struct alignas(64) ThreadHot {
 };
 
 // initial-exec: the library is preloaded, so its TLS is static and a hook pays no __tls_get_addr call.
-extern thread_local ThreadHot t_hot __attribute__((tls_model("initial-exec")));
+extern thread_local LaunchThread t_launch_thread __attribute__((tls_model("initial-exec")));
 
 //! Adds to one of this thread's counters without a locked instruction (only this thread writes it).
 inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
@@ -64,6 +64,6 @@ inline void bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
 }  // namespace tmaguard
 
 namespace tmaguard {
-static_assert(offsetof(HotGlobals, real) + 6 * sizeof(void*) <= 64,
+static_assert(offsetof(LaunchGlobals, real) + 6 * sizeof(void*) <= 64,
               "state, mode, the unload epoch and the six launch entries' real pointers share one cache line");
 }  // namespace tmaguard
