@@ -294,7 +294,7 @@ bool replace_info(uintptr_t key, const KernelInfo* stale, const KernelInfo* fres
 
 }  // namespace
 
-bool needs_research(const KernelInfo& k, const LaunchArgs& args) {
+bool needs_new_search(const KernelInfo& k, const LaunchArgs& args) {
   if (k.search_pending) return true;
   for (const MapPlace& w : k.watch) {
     // No longer empty: a map now, or other data (a union's other variant, a list rewritten per launch). Only a map

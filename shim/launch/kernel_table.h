@@ -65,7 +65,7 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args);
 //! for readable bytes): the new KernelInfo replaces the old one for every thread. Returns what is in force.
 const KernelInfo* search_again(CUfunction f, const KernelInfo* stale, const LaunchArgs& args);
 //! Whether this launch calls for a new search of its kernel's parameters (kernel_table.cpp says when).
-bool needs_research(const KernelInfo& k, const LaunchArgs& args);
+bool needs_new_search(const KernelInfo& k, const LaunchArgs& args);
 inline constexpr unsigned kMaxSearches = 64;
 
 //! A thread that launches has caught up with the kernel epoch (its memo dropped every entry made before it): facts

@@ -77,7 +77,7 @@ bool collect(const LaunchView& launch, Collected& c) {
   const bool readable = args.readable();
   c.entry = &entry(launch.f, readable ? &args : nullptr);  // a kernel's first launch searches its structs with these
   // A kernel that waited for readable bytes, or with a map in a place that was empty, is searched again now.
-  if (readable && needs_research(*c.entry->info, args)) {
+  if (readable && needs_new_search(*c.entry->info, args)) {
     search_again(launch.f, c.entry->info, args);
     c.entry = &entry(launch.f, &args);
   }

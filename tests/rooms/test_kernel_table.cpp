@@ -1,0 +1,67 @@
+// The launch room's kernel table, without a process: facts of kernels the stand-in driver declares.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "fakecuda.h"
+#include "launch/kernel_table.h"
+
+namespace tmaguard {
+namespace {
+
+CUfunction define(const char* name, std::vector<std::size_t> sizes) {
+  return static_cast<CUfunction>(
+      fakecuda_define_kernel(name, static_cast<int>(sizes.size()), sizes.data(), 0));
+}
+
+TEST(KernelTable, AKernelsFactsAreItsNameLayoutAndMapCandidates) {
+  fakecuda_new_module(0);
+  const CUfunction f = define("room_kernel_two_maps", {128, 8, 128, 4});
+  const KernelInfo* k = kernel_info(f, nullptr);
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->name, "room_kernel_two_maps");
+  EXPECT_EQ(k->layout.sizes, (std::vector<std::size_t>{128, 8, 128, 4}));
+  ASSERT_EQ(k->maps.size(), 2u);
+  EXPECT_EQ(k->maps[0].param, 0u);
+  EXPECT_EQ(k->maps[1].param, 2u);
+  EXPECT_FALSE(k->search_pending);
+  EXPECT_EQ(kernel_info(f, nullptr), k) << "a second lookup built the facts again";
+  EXPECT_NE(kernel_identity(k), 0u);
+}
+
+TEST(KernelTable, AStructWithoutBytesWaitsForASearch) {
+  fakecuda_new_module(0);
+  const CUfunction f = define("room_kernel_params_struct", {1024});
+  const KernelInfo* k = kernel_info(f, nullptr);
+  EXPECT_TRUE(k->search_pending);
+  EXPECT_TRUE(k->maps.empty());
+}
+
+TEST(KernelTable, AnUnloadedKernelsHandleReusedIsANewKernelWithANewIdentity) {
+  void* module = fakecuda_new_module(0);
+  const CUfunction f = define("room_kernel_before_unload", {128});
+  const KernelInfo* before = kernel_info(f, nullptr);
+  const uint64_t old_identity = kernel_identity(before);
+  forget_kernels_of(module);
+  const KernelInfo* after = kernel_info(f, nullptr);
+  EXPECT_NE(kernel_identity(after), old_identity) << "clean keys of the unloaded kernel would pass the new one";
+}
+
+TEST(KernelTable, IdentitiesAreUniqueAcrossThreads) {
+  fakecuda_new_module(0);
+  std::vector<CUfunction> fs;
+  for (int i = 0; i < 64; ++i) fs.push_back(define(("room_kernel_many_" + std::to_string(i)).c_str(), {8}));
+  std::vector<uint64_t> ids(fs.size());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (std::size_t i = t; i < fs.size(); i += 4) ids[i] = kernel_identity(kernel_info(fs[i], nullptr));
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(std::set<uint64_t>(ids.begin(), ids.end()).size(), fs.size());
+}
+
+}  // namespace
+}  // namespace tmaguard
