@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "client_run.h"
@@ -61,4 +62,22 @@ TEST(FrontDoor, OptionsTakeTheirValueAfterAnEqualsSign) {
   for (const auto& e : fs::directory_iterator(dir)) files += e.path().filename().string().rfind("L.", 0) == 0;
   EXPECT_EQ(files, 1u) << "the start record of the guarded `true` is missing";
   fs::remove_all(dir);
+}
+
+TEST(FrontDoor, TheReadmesLineWithoutAGpuGuardsAJob) {
+  // The two lines of README.md's "Guard a job" that run without a GPU, run as they are written, from the source tree.
+  std::ifstream in(std::string(TG_SOURCE_DIR) + "/README.md");
+  std::string line, d_line, run_line;
+  while (std::getline(in, line)) {
+    if (line.rfind("D=$PWD/build/", 0) == 0) d_line = line;
+    if (line.rfind("TG_CLIENT_LIBCUDA=$D ", 0) == 0) run_line = line;
+  }
+  ASSERT_FALSE(d_line.empty() || run_line.empty()) << "README.md lost its no-GPU example";
+  if (!fs::exists(std::string(TG_SOURCE_DIR) + "/build/tests/tg_client"))
+    GTEST_SKIP() << "the README's line runs in a build made in build/ (scripts/setup.sh); this build is elsewhere";
+  ProcessOptions opt;
+  opt.cwd = TG_SOURCE_DIR;
+  const ProcessResult p = run_process({"/bin/bash", "-c", d_line + "\n" + run_line}, {}, opt);
+  EXPECT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.err.find("tmaguard: violation fa4-dk-not-k-major [error] action=log"), std::string::npos) << p.err;
 }
