@@ -132,10 +132,22 @@ struct StartRecord {
   bool builtin_rules = true;
 };
 std::string render_start(const StartRecord& r, const ProcessContext& ctx, LogFormat fmt);
-//! A tmaguard-internal notice (cannot work, bad configuration, a warning about a kernel): one line. Severity WARN
-//! unless given (a stop before the first launch is ERROR, a rules-replaced note INFO).
-std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx, LogFormat fmt,
-                          RecordSeverity severity = RecordSeverity::kWarn);
+//! The kinds of notice tmaguard writes about itself (notices.inc): each has one name, event and severity.
+enum class Notice : uint8_t {
+#define TG_NOTICE(id, name, event, severity, meaning) id,
+#include "tmaguard/notices.inc"
+#undef TG_NOTICE
+};
+struct NoticeInfo {
+  const char* name;   // the start of its dedupe key
+  const char* event;  // the record's event
+  RecordSeverity severity;
+  const char* meaning;
+};
+const NoticeInfo& notice_info(Notice n);
+//! A tmaguard-internal notice (cannot work, bad configuration, a warning about a kernel): one line, with its kind's
+//! event and severity.
+std::string render_notice(Notice kind, std::string_view message, const ProcessContext& ctx, LogFormat fmt);
 std::string format_time_utc(int64_t unix_ms);
 //! One decoded map, as the records show it (text, or one JSON object).
 std::string render_map(const TensorMapView& v, LogFormat fmt);

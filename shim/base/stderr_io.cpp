@@ -186,7 +186,7 @@ bool write_stderr_bounded(const std::string& text, int timeout_ms) {
   return stderr_is_ours() && write_bounded(2, text.data(), text.size(), timeout_ms);
 }
 
-void write_stderr_line(const std::string& line, const char* event) {
+void write_stderr_line(const std::string& line, Notice kind) {
   const ConfigResult& s = settings();
   if (s.config.format != LogFormat::kJson) {
     write_stderr_bounded(line + "\n", kStderrLineTimeoutMs);
@@ -196,11 +196,7 @@ void write_stderr_line(const std::string& line, const char* event) {
   constexpr std::string_view kPrefix = "tmaguard: ";
   const std::string message = line.rfind(kPrefix, 0) == 0 ? line.substr(kPrefix.size()) : line;
   const ProcessContext c = process_context(s.config);
-  const bool error = std::strcmp(event, "stop") == 0 || std::strcmp(event, "rules-error") == 0;
-  write_stderr_bounded(render_notice(event, message, c, LogFormat::kJson,
-                                     error ? RecordSeverity::kError : RecordSeverity::kWarn) +
-                           "\n",
-                       kStderrLineTimeoutMs);
+  write_stderr_bounded(render_notice(kind, message, c, LogFormat::kJson) + "\n", kStderrLineTimeoutMs);
 }
 
 bool cannot_work_said() { return g_cannot_work_said.load(); }
@@ -208,7 +204,7 @@ bool cannot_work_said() { return g_cannot_work_said.load(); }
 void report_cannot_work(const std::string& why) {
   g_launch_globals.state.store(kDisabled, std::memory_order_release);
   if (g_cannot_work_said.exchange(true)) return;
-  write_stderr_line("tmaguard: cannot work: " + why + "; the job runs on unguarded", "cannot-work");
+  write_stderr_line("tmaguard: cannot work: " + why + "; the job runs on unguarded", Notice::kCannotWork);
 }
 
 }  // namespace tmaguard

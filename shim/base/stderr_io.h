@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string>
 
+#include "tmaguard/report.h"
+
 namespace tmaguard {
 
 //! tmaguard cannot work: says so once, in one line, on stderr, then steps aside for good.
@@ -28,9 +30,9 @@ bool write_stderr(const std::string& text);
 bool write_stderr_bounded(const std::string& text, int timeout_ms);
 inline constexpr int kStderrLineTimeoutMs = 2000;
 //! One line on stderr (tmaguard's own warnings before or outside the reporter), written within
-//! kStderrLineTimeoutMs. With TMAGUARD_LOG_FORMAT=json it is a JSON record of this `event` (the line without its
-//! "tmaguard: " as its message and body; stop and rules-error are ERROR, the rest WARN), like every other line.
-void write_stderr_line(const std::string& line, const char* event = "notice");
+//! kStderrLineTimeoutMs. With TMAGUARD_LOG_FORMAT=json it is a JSON record of this kind of notice (the line without
+//! its "tmaguard: " as its message and body; its event and severity from notices.inc), like every other line.
+void write_stderr_line(const std::string& line, Notice kind = Notice::kStderrWarning);
 
 //! Whether tmaguard said it cannot work (it then stepped aside for good).
 bool cannot_work_said();

@@ -483,15 +483,24 @@ std::string render_start(const StartRecord& r, const ProcessContext& ctx, LogFor
                      ctx_text(ctx));
 }
 
-std::string render_notice(std::string_view event, std::string_view message, const ProcessContext& ctx,
-                          LogFormat format, RecordSeverity severity) {
+const NoticeInfo& notice_info(Notice n) {
+  static constexpr NoticeInfo kNotices[] = {
+#define TG_NOTICE(id, name, event, severity, meaning) {name, event, RecordSeverity::severity, meaning},
+#include "tmaguard/notices.inc"
+#undef TG_NOTICE
+  };
+  return kNotices[static_cast<std::size_t>(n)];
+}
+
+std::string render_notice(Notice kind, std::string_view message, const ProcessContext& ctx, LogFormat format) {
+  const NoticeInfo& info = notice_info(kind);
   if (format == LogFormat::kJson) {
     json j;
-    j[field::kEvent] = event;
+    j[field::kEvent] = info.event;
     j[field::kMessage] = message;
-    return stamped(j, ctx, severity, esc(message));
+    return stamped(j, ctx, info.severity, esc(message));
   }
-  return fmt::format("tmaguard: {}: {} ({})", event, esc(message), ctx_text(ctx));
+  return fmt::format("tmaguard: {}: {} ({})", info.event, esc(message), ctx_text(ctx));
 }
 
 }  // namespace tmaguard

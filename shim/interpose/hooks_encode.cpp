@@ -38,7 +38,7 @@ void warn_once(EncodeApi api, EncodeWarning kind, Message&& message) {
   const int a = static_cast<int>(api);
   if (a < 0 || a >= kEncodeApis || kind <= kNoWarning || kind >= kEncodeWarningKinds) return;
   if (g_warned[a][kind].exchange(true, std::memory_order_relaxed)) return;
-  report_notice(fmt::format("encode-warning|{}|{}", encode_api_name(api), kind), "encode-warning",
+  report_notice(Notice::kEncodeWarning, fmt::format("{}|{}", encode_api_name(api), kind),
                 fmt::format("{} accepted, but {}", encode_api_name(api), message()));
 }
 
@@ -89,7 +89,7 @@ void after_encode(const Intercepted& call, EncodeApi api, CUresult rc, const CUt
     const EncodeProblem p = validate_encode(gather());
     const std::string why = p ? p.message : "no documented requirement explains it";
     report_notice(
-        fmt::format("encode|{}|{}", encode_api_name(api), why), "encode-rejected",
+        Notice::kEncodeRejected, fmt::format("{}|{}", encode_api_name(api), why),
         fmt::format("{} returned {} ({}): {}", encode_api_name(api), static_cast<int>(rc), result_name(rc), why));
   } catch (...) {
     // Best effort: the encode result stands either way.

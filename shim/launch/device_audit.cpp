@@ -308,7 +308,7 @@ bool ready_locked() {
     g_pinned = static_cast<uint8_t*>(p);
     g_pinned_failed = !p;
     if (!p)
-      report_notice("device-audit-no-memory", "warning",
+      report_notice(Notice::kDeviceAuditNoMemory, "",
                     "cannot allocate pinned host memory for the device-map audit: maps in device memory are not read");
     for (int i = 0; p && i < kSlotCount; ++i) g_slots[i].host = g_pinned + i * config().device_read_bytes;
   }

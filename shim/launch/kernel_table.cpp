@@ -142,7 +142,7 @@ void find_maps(KernelInfo* k, const LaunchArgs* args, const std::vector<MapPlace
       k->watch = found.watch;
       k->search_pending = found.incomplete;
       if (found.watch_truncated)
-        report_notice("watch-truncated|" + k->name, "warning",
+        report_notice(Notice::kWatchTruncated, k->name,
                       "kernel " + k->name + " has more than " + std::to_string(found.watch_limit) +
                           " empty 64-byte places in its parameters; maps that appear beyond those are not searched for");
     } else {
@@ -159,7 +159,7 @@ void find_maps(KernelInfo* k, const LaunchArgs* args, const std::vector<MapPlace
     if (!exists || place.offset + kTensorMapBytes > sizes[place.param]) {
       const std::string what = exists ? "is " + std::to_string(sizes[place.param]) + " bytes"
                                       : "does not exist (the kernel has " + std::to_string(sizes.size()) + " parameters)";
-      report_notice("named-place|" + n.rule + "|" + k->name + "|" + to_string(place), "warning",
+      report_notice(Notice::kNamedPlaceEmpty, n.rule + "|" + k->name + "|" + to_string(place),
                     "rule " + n.rule + " names map " + n.map + " at param " + to_string(place) + " of kernel " +
                         k->name + ", whose parameter " + std::to_string(place.param) + " " + what +
                         ": no map can sit there, and the rule never applies");
@@ -228,7 +228,7 @@ void pick_rules(KernelInfo* k) {
   const std::vector<int> all_rules = rules_for_kernel(tmaguard::rules(), k->name, &notes);
   k->rules = rules_on(tmaguard::rules(), all_rules, false);
   k->device_rules = rules_on(tmaguard::rules(), all_rules, true);
-  for (const std::string& n : notes) report_notice("pattern-limit|" + n, "warning", n);
+  for (const std::string& n : notes) report_notice(Notice::kPatternLimit, n, n);
 }
 
 // Places that may hold device addresses, except the words of maps found in the parameters (a map's own address).
@@ -253,7 +253,7 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* 
   pick_rules(k);
   find_maps(k, args, stale ? stale->watch : std::vector<MapPlace>{});
   if (k->searches >= kMaxSearches && (k->search_pending || !k->watch.empty())) {
-    report_notice("searches|" + k->name, "warning",
+    report_notice(Notice::kSearchesExhausted, k->name,
                   "kernel " + k->name + "'s parameters changed where maps could appear on " +
                       std::to_string(kMaxSearches) +
                       " launches; they are not searched again (maps found so far and places rules name are checked)");

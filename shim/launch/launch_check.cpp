@@ -84,12 +84,12 @@ bool collect(const LaunchView& launch, Collected& c) {
   c.kernel = c.entry->info;
   const KernelInfo& k = *c.kernel;
   if (k.params_truncated)
-    report_notice("params-truncated|" + k.name, "not-checked",
+    report_notice(Notice::kParamsTruncated, k.name,
                   "kernel " + k.name + " has more parameters than tmaguard reads; the rest were not checked");
   if (k.maps.empty()) return false;
   if (!args.kernel_params && !args.buffer) return false;  // the driver will refuse this launch itself
   if (!readable) {
-    report_notice("extra-without-size", "not-checked",
+    report_notice(Notice::kExtraWithoutSize, "",
                   "a launch passed its parameters with CU_LAUNCH_PARAM_BUFFER_POINTER but no "
                   "CU_LAUNCH_PARAM_BUFFER_SIZE: tmaguard reads only what the caller declares, so such launches are not "
                   "checked");
@@ -235,7 +235,7 @@ void report_nested() {
     // Through this thread's memo, so that the facts stay alive while they are read (kernel_table.h).
     register_thread();
     const std::string name = entry(static_cast<CUfunction>(const_cast<void*>(f)), nullptr).info->name;
-    report_notice("nested|" + name, "not-checked",
+    report_notice(Notice::kNestedLaunch, name,
                   std::to_string(n) + " launch(es) of kernel " + name +
                       " ran unchecked: they were made while their thread was inside another tmaguard call (a signal "
                       "handler that launches kernels?), where no lock may be taken; counted in the summary");
@@ -257,7 +257,7 @@ bool refuses_unchecked(Unchecked why) {
 void say_not_checked(Unchecked why, const std::string& what) {
   if (g_said[static_cast<int>(why)].exchange(true)) return;
   try {
-    report_notice(std::string("not-checked|") + to_string(why), "not-checked",
+    report_notice(Notice::kNotChecked, to_string(why),
                   std::string("a launch was not checked: ") + to_string(why) + (what.empty() ? "" : " (" + what + ")") +
                       (refuses_unchecked(why) ? "; it was refused with CUDA_ERROR_OUT_OF_MEMORY (" +
                                                     std::string(to_string(mode())) +

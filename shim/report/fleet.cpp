@@ -257,7 +257,7 @@ void write_metrics_file(const Config& config, bool active) {
   if (write_file_atomically(dir, name, render_metrics(current_summary(), l, active), &why)) return;
   g_metrics_failures.fetch_add(1, std::memory_order_relaxed);
   if (!g_metrics_failed_said.exchange(true))
-    report_notice("metrics-not-written", "metrics-not-written",
+    report_notice(Notice::kMetricsNotWritten, "",
                   "cannot write the metrics file " + dir + "/" + name + ": " + why +
                       "; tmaguard keeps guarding and tries again at each summary");
 }

@@ -149,7 +149,7 @@ class RecordSink final : public spdlog::sinks::base_sink<spdlog::details::null_m
       said_ = true;
       write_stderr_line("tmaguard: warning: cannot open TMAGUARD_LOG='" + path + "' yet: " + why +
                             "; reporting to stderr until it opens",
-                        "log-not-open");
+                        Notice::kLogNotOpen);
     }
   }
   int fd_ = -1;          // the log; -1: stderr (no log asked for, or not open yet)
@@ -418,12 +418,13 @@ ProcessContext report_context() {
   return rep ? context(*rep) : ProcessContext{};
 }
 
-void report_notice(const std::string& key, const char* event, const std::string& message, RecordSeverity severity) {
+void report_notice(Notice kind, const std::string& detail, const std::string& message) {
   Reporter* rep = g_rep.load(std::memory_order_acquire);
   if (!rep) return;
+  const std::string key = std::string("notice|") + notice_info(kind).name + "|" + detail;
   Locked lock;
   if (!lock.held || rep->seen[key]++ > 0) return;
-  emit_locked(*rep, render_notice(event, message, context(*rep), rep->cfg.format, severity));
+  emit_locked(*rep, render_notice(kind, message, context(*rep), rep->cfg.format));
 }
 
 void report_not_checkable(const std::string& reason, const std::string& message) {
@@ -431,7 +432,7 @@ void report_not_checkable(const std::string& reason, const std::string& message)
   if (!rep) return;
   Locked lock;
   if (!lock.held || rep->not_checkable[reason]++ > 0) return;
-  emit_locked(*rep, render_notice("not-checkable", message, context(*rep), rep->cfg.format));
+  emit_locked(*rep, render_notice(Notice::kNotCheckable, message, context(*rep), rep->cfg.format));
 }
 
 void report_census(const CensusRecord& record) {
@@ -516,7 +517,7 @@ std::vector<std::string> actions_of(const std::vector<Finding>& findings, Mode m
 bool say_abort_locked(Reporter& rep, const std::vector<Finding>& findings) {
   const bool after = std::any_of(findings.begin(), findings.end(),
                                  [](const Finding& f) { return f.place && f.place->on_device(); });
-  emit_locked(rep, render_notice("abort",
+  emit_locked(rep, render_notice(Notice::kAbort,
                                  after ? "aborting the process: a tensor map read back after its kernel ran "
                                          "is wrong (abort mode)"
                                        : "aborting the process before the kernel runs (abort mode)",

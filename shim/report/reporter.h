@@ -21,9 +21,9 @@ Verdict report_findings(std::vector<Finding>& findings);
 //! Whether report_findings would write a record for any of these (one not deduplicated yet): a call site is taken
 //! only for findings that will be written.
 bool findings_unreported(const std::vector<Finding>& findings);
-//! A one-line notice (warnings about tmaguard's own limits, failed encodes): deduplicated by key.
-void report_notice(const std::string& key, const char* event, const std::string& message,
-                   RecordSeverity severity = RecordSeverity::kWarn);
+//! A one-line notice of this kind (warnings about tmaguard's own limits, failed encodes): said once per kind and
+//! `detail` (a kernel's name, an entry point and reason; empty: once per kind).
+void report_notice(Notice kind, const std::string& detail, const std::string& message);
 //! A launch tmaguard cannot check for a known reason (e.g. FA4 dK/dV written with plain stores): counted in the
 //! summary by reason, said once per reason.
 void report_not_checkable(const std::string& reason, const std::string& message);

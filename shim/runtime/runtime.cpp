@@ -39,7 +39,7 @@ const Config* g_config = nullptr;  // likewise
 // Something tmaguard cannot understand stops the job before its first launch, with one line naming it and the
 // way out: a guard that switched itself off in silence would let every bad launch through.
 [[noreturn]] void stop_before_first_launch(const std::string& what, const std::string& remedy) {
-  write_stderr_line("tmaguard: stopping the job before its first launch: " + what + "; " + remedy, "stop");
+  write_stderr_line("tmaguard: stopping the job before its first launch: " + what + "; " + remedy, Notice::kStop);
   std::_Exit(78);
 }
 
@@ -58,12 +58,12 @@ std::shared_ptr<const RuleSet> load_rules(const Config& cfg) {
   if (cfg.builtin_rules) sets.push_back(parse_rules(builtin_rules_text(), "built-in rules").rules);
   for (const std::string& path : cfg.rules_files) {
     const RulesResult res = load_rules_file(path);
-    for (const std::string& e : res.errors) write_stderr_line("tmaguard: rules error: " + e, "rules-error");
+    for (const std::string& e : res.errors) write_stderr_line("tmaguard: rules error: " + e, Notice::kRulesError);
     if (!res.errors.empty() && !cfg.continue_on_rules_error)
       stop_before_first_launch("fix " + path + " (tmaguard check-rules)",
                                "or set TMAGUARD_RULES_ON_ERROR=continue to run without it");
     if (!res.errors.empty())
-      write_stderr_line("tmaguard: continuing without " + path + " (TMAGUARD_RULES_ON_ERROR=continue)", "rules-error");
+      write_stderr_line("tmaguard: continuing without " + path + " (TMAGUARD_RULES_ON_ERROR=continue)", Notice::kRulesError);
     for (const std::string& n : res.notices) rules_notice(n);
     sets.push_back(res.rules);
   }
@@ -94,7 +94,7 @@ bool init() {
   for (const std::string& e : parsed.errors)
     stop_before_first_launch(e, "fix it (tmaguard --help lists every variable), or set TMAGUARD_MODE=off to run "
                                 "without tmaguard");
-  for (const std::string& n : parsed.notices) write_stderr_line("tmaguard: " + n, "setting-warning");
+  for (const std::string& n : parsed.notices) write_stderr_line("tmaguard: " + n, Notice::kSettingWarning);
   std::shared_ptr<const RuleSet> rules = load_rules(cfg);
   if (!real_function(EntryId::cuLaunchKernel)) {
     report_cannot_work(std::string("no usable CUDA driver at '") + driver_path() + "'");
@@ -114,7 +114,7 @@ bool init() {
     return false;
   }
   draw_hash_key();  // before the first launch key: keys are made only once armed
-  for (const std::string& n : rules_notices()) report_notice("rules|" + n, "rules-replaced", n, RecordSeverity::kInfo);
+  for (const std::string& n : rules_notices()) report_notice(Notice::kRulesReplaced, n, n);
   for (const Suppression& s : cfg.suppress)  // a suppression of an id nothing reports is a typo that hides nothing
     if (!known_finding_id(*rules, s.rule))
       stop_before_first_launch("TMAGUARD_SUPPRESS names '" + s.rule + "', which no rule in force reports",

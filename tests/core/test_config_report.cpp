@@ -317,3 +317,28 @@ TEST(Config, OddModeValuesReadAsTheSharedTableSays) {
     }
   }
 }
+
+TEST(Notices, EachKindHasItsOwnNameAnEventAndASeverity) {
+  std::set<std::string> names;
+  std::size_t n = 0;
+#define TG_NOTICE(ID, NAME, EVENT, SEV, MEANING)                                                \
+  {                                                                                            \
+    const tmaguard::NoticeInfo& info = tmaguard::notice_info(tmaguard::Notice::ID);            \
+    EXPECT_STREQ(info.name, NAME);                                                             \
+    EXPECT_STREQ(info.event, EVENT);                                                           \
+    EXPECT_EQ(info.severity, tmaguard::RecordSeverity::SEV);                                   \
+    EXPECT_TRUE(names.insert(info.name).second) << "two kinds share the dedupe name " << NAME; \
+    ++n;                                                                                       \
+  }
+#include "tmaguard/notices.inc"
+#undef TG_NOTICE
+  EXPECT_EQ(names.size(), n);
+  // What a log pipeline alerts on: a stop and a broken rules file are errors; tmaguard stepping aside is a warning.
+  EXPECT_EQ(tmaguard::notice_info(tmaguard::Notice::kStop).severity, tmaguard::RecordSeverity::kError);
+  EXPECT_EQ(tmaguard::notice_info(tmaguard::Notice::kRulesError).severity, tmaguard::RecordSeverity::kError);
+  EXPECT_EQ(tmaguard::notice_info(tmaguard::Notice::kCannotWork).severity, tmaguard::RecordSeverity::kWarn);
+  const std::string json = tmaguard::render_notice(tmaguard::Notice::kStop, "x", tmaguard::ProcessContext{},
+                                                   tmaguard::LogFormat::kJson);
+  EXPECT_NE(json.find("\"event\":\"stop\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"severity_text\":\"ERROR\""), std::string::npos) << json;
+}
