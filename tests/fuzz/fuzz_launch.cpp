@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "input.h"
+#include "core/launch_key.h"
 #include "core/struct_search.h"
 #include "tmaguard/judge.h"
 #include "tmaguard/launch.h"
