@@ -342,3 +342,28 @@ TEST(Notices, EachKindHasItsOwnNameAnEventAndASeverity) {
   EXPECT_NE(json.find("\"event\":\"stop\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"severity_text\":\"ERROR\""), std::string::npos) << json;
 }
+
+TEST(Config, TheDefaultsTheTableShowsAreTheDefaultsInForce) {
+  // Each variable whose documented default is a value: set to that value, it gives the settings of an empty
+  // environment (flags.inc's default column and Config's initial values cannot drift apart).
+  const Config d = parse({}).config;
+  std::size_t compared = 0;
+  for (const FlagInfo& f : flags()) {
+    const std::string fallback = f.fallback;
+    static const std::set<std::string> kDescriptive = {"none", "stderr", "libcuda.so.1", "/etc/tmaguard/tmaguard.toml"};
+    if (kDescriptive.count(fallback)) continue;
+    const ConfigResult r = parse({{f.name, fallback}});
+    ASSERT_TRUE(r.errors.empty()) << f.name << "='" << fallback << "': " << r.errors.front();
+    const Config& c = r.config;
+    EXPECT_EQ(c.mode, d.mode) << f.name;
+    EXPECT_EQ(c.format, d.format) << f.name;
+    EXPECT_EQ(c.builtin_rules, d.builtin_rules) << f.name;
+    EXPECT_EQ(c.continue_on_rules_error, d.continue_on_rules_error) << f.name;
+    EXPECT_EQ(c.device_audit, d.device_audit) << f.name;
+    EXPECT_EQ(c.device_read_bytes, d.device_read_bytes) << f.name;
+    EXPECT_EQ(c.stack, d.stack) << f.name;
+    EXPECT_EQ(c.summary_interval_s, d.summary_interval_s) << f.name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 8u) << "a variable with a value default was added: compare its member here";
+}
