@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tmaguard/config.h"
 #include "tmaguard/frames.h"
 #include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"
@@ -14,7 +15,19 @@
 namespace tmaguard {
 
 enum class Severity { kWarning, kError };
-inline const char* to_string(Severity s) { return s == Severity::kError ? "error" : "warning"; }
+const char* to_string(Severity s);
+
+//! The severity a finding id is reported at (findings.inc's column): always error, always warning, or error only on
+//! the architecture the driver's encode rules were measured on (sm_90; checks.h says which maps), else warning.
+enum class SeverityRule { kError, kWarning, kErrorOnSm90 };
+const char* to_string(SeverityRule s);  // "error", "warning", "error on sm_90, else warning"
+
+//! What is done about a finding, as its record's "action" says: nothing for a warning; for an error, the mode's
+//! (abort, reject, log, inspect) or the rule's own (a rule's `action` key: abort, reject or log).
+enum class Action { kNone, kAbort, kReject, kLog, kInspect };
+const char* to_string(Action a);
+//! A rule's `action` key: abort, reject or log; nullopt for anything else.
+std::optional<Action> rule_action(std::string_view name);
 
 //! Every finding id tmaguard and its built-in rules report (findings.inc), by the name its code uses.
 enum class FindingId {
@@ -26,7 +39,7 @@ enum class FindingId {
 struct FindingKind {
   FindingId which;
   const char* id;        // "fa4-dk-not-k-major"; "<rule id>-map-missing" for the ids every rule has
-  const char* severity;  // "error", "warning", or when it depends, where it is which
+  SeverityRule severity;
   const char* meaning;   // one line
 };
 //! Every row of findings.inc, in its order.
@@ -52,10 +65,14 @@ struct Finding {
   std::string observed;    // what was found instead
   std::string hint;        // how to fix
   std::string provenance;  // how the descriptor was made, when known
-  std::string action;      // a rule's override of TMAGUARD_MODE ("abort", "reject", "log"); empty: the mode's
+  std::optional<Action> action;  // a rule's override of TMAGUARD_MODE (abort, reject, log); none: the mode's
   std::shared_ptr<const CallSite> call_site;  // where in the job the launch came from (TMAGUARD_STACK); shared by
                                               // the findings of one launch; null when not taken
 };
+
+//! What is done about `f` under mode `m`: none for a warning; for an error the rule's action, else the mode's (inspect
+//! mode never blocks, whatever the rule says).
+Action action_in_mode(const Finding& f, Mode m);
 
 //! A launch a rule recognises but cannot check (e.g. FA4's dK/dV written with plain stores, not through a map).
 struct NotCheckable {
@@ -78,9 +95,8 @@ inline Finding make_finding(std::string rule, Severity severity, std::string_vie
   }
   return f;
 }
-inline Finding make_finding(FindingId which, Severity severity, std::string_view kernel, std::string tensor,
-                            const TensorMapParam* map) {
-  return make_finding(finding_id(which), severity, kernel, std::move(tensor), map);
-}
+//! A finding of a row of findings.inc, at the row's severity (a row that is an error only on sm_90 is made an error:
+//! its check lowers it where the map is not judged by the measured rules).
+Finding make_finding(FindingId which, std::string_view kernel, std::string tensor, const TensorMapParam* map);
 
 }  // namespace tmaguard

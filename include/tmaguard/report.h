@@ -75,7 +75,7 @@ struct Summary {
 };
 
 //! One finding as a record; `action` is what the mode (or the rule) did about it.
-std::string render_finding(const Finding& f, const ProcessContext& ctx, std::string_view action, LogFormat fmt);
+std::string render_finding(const Finding& f, const ProcessContext& ctx, Action done, LogFormat fmt);
 
 //! What inspect mode records once per distinct (kernel, tensor-map layout): enough to write a rule from.
 struct InspectRecord {

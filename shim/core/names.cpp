@@ -1,9 +1,37 @@
-// tmaguard core: the names of the core's kinds (data types, swizzles, interleaves, ragged layouts, encoders, map
-// evidence): one function per kind, each a table.
+// tmaguard core: the names of the core's kinds (severities, actions, data types, swizzles, interleaves, ragged
+// layouts, encoders, map evidence): one function per kind, each a table.
+#include "tmaguard/finding.h"
 #include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
+
+const char* to_string(Severity s) { return s == Severity::kError ? "error" : "warning"; }
+
+const char* to_string(SeverityRule s) {
+  switch (s) {
+    case SeverityRule::kError: return "error";
+    case SeverityRule::kWarning: return "warning";
+    default: return "error on sm_90, else warning";
+  }
+}
+
+const char* to_string(Action a) {
+  switch (a) {
+    case Action::kAbort: return "abort";
+    case Action::kReject: return "reject";
+    case Action::kLog: return "log";
+    case Action::kInspect: return "inspect";
+    default: return "none";
+  }
+}
+
+std::optional<Action> rule_action(std::string_view name) {
+  if (name == "abort") return Action::kAbort;
+  if (name == "reject") return Action::kReject;
+  if (name == "log") return Action::kLog;
+  return std::nullopt;
+}
 
 const char* to_string(DataType t) {
   switch (t) {

@@ -14,7 +14,7 @@ namespace tmaguard {
 
 const std::vector<FindingKind>& finding_kinds() {
   static const std::vector<FindingKind> v = {
-#define TG_FINDING(name, id, severity, meaning) {FindingId::name, id, severity, meaning},
+#define TG_FINDING(name, id, severity, meaning) {FindingId::name, id, SeverityRule::severity, meaning},
 #include "tmaguard/findings.inc"
 #undef TG_FINDING
   };
@@ -30,8 +30,25 @@ std::string finding_id(FindingId which, std::string_view rule) {
 
 std::string findings_markdown_table() {
   std::string s = "| id | severity | meaning |\n| --- | --- | --- |\n";
-  for (const FindingKind& k : finding_kinds()) s += fmt::format("| `{}` | {} | {} |\n", k.id, k.severity, k.meaning);
+  for (const FindingKind& k : finding_kinds())
+    s += fmt::format("| `{}` | {} | {} |\n", k.id, to_string(k.severity), k.meaning);
   return s;
+}
+
+Finding make_finding(FindingId which, std::string_view kernel, std::string tensor, const TensorMapParam* map) {
+  const SeverityRule rule = finding_kinds()[static_cast<std::size_t>(which)].severity;
+  return make_finding(finding_id(which), rule == SeverityRule::kWarning ? Severity::kWarning : Severity::kError, kernel,
+                      std::move(tensor), map);
+}
+
+Action action_in_mode(const Finding& f, Mode m) {
+  if (f.severity != Severity::kError) return Action::kNone;
+  switch (m) {
+    case Mode::kInspect: return Action::kInspect;
+    case Mode::kAbort: return f.action.value_or(Action::kAbort);
+    case Mode::kReject: return f.action.value_or(Action::kReject);
+    default: return f.action.value_or(Action::kLog);
+  }
 }
 
 namespace {
@@ -279,7 +296,8 @@ std::string call_site_text(const CallSite& c) {
 
 }  // namespace
 
-std::string render_finding(const Finding& f, const ProcessContext& ctx, std::string_view action, LogFormat format) {
+std::string render_finding(const Finding& f, const ProcessContext& ctx, Action done, LogFormat format) {
+  const char* action = to_string(done);
   const char* event = f.severity == Severity::kError ? "violation" : "warning";
   if (format == LogFormat::kJson) {
     json j;

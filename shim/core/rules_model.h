@@ -85,7 +85,8 @@ struct Rule {
   std::optional<int64_t> map_count;
   std::vector<int64_t> expect_map_count;
   Severity severity = Severity::kError;
-  std::string action, hint;
+  std::optional<Action> action;  // the rule's `action` key; none: the mode's
+  std::string hint;
   std::vector<MapRef> maps;
   std::vector<Check> when;            // all must hold for the rule to apply (else it is silent)
   std::vector<Check> require;         // the kernel's signature: if one fails, one warning (signature_id), no checks

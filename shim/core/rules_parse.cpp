@@ -370,8 +370,8 @@ class Parser {
   void parse_policy(const toml::table& t, Rule& r, const std::string& where) {
     if (const auto s = severity(t, where)) r.severity = *s;
     if (const auto a = str(t, "action", where, false)) {
-      if (*a == "abort" || *a == "reject" || *a == "log")
-        r.action = *a;
+      if (const std::optional<Action> act = rule_action(*a))
+        r.action = act;
       else
         error(t.get("action"), fmt::format("action '{}' in {} is not one of abort, reject, log", *a, where));
     }

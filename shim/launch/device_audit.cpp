@@ -105,7 +105,7 @@ std::optional<Finding> beyond_allocation(const ReadSlot& s, const Range& r, cons
   const std::optional<ByteRange> span = template_map(v) ? std::nullopt : map_range(v.encode_args());
   const uint64_t end = span ? mapped_through(r, span->end, s.epoch).end : 0;
   if (!span || span->end <= end) return std::nullopt;
-  Finding f = make_finding(FindingId::kTmapBeyondAllocation, Severity::kError, s.kernel->name,
+  Finding f = make_finding(FindingId::kTmapBeyondAllocation, s.kernel->name,
                            "param " + to_string(m.place), &m);
   f.expected = fmt::format("the tensor the map describes ({} bytes from 0x{:x}) inside its allocation "
                            "[0x{:x}, 0x{:x})",
@@ -182,8 +182,7 @@ void examine(const ReadSlot& s) {
     f.provenance = kReadBackProvenance;
     f.call_site = site;
     // The launch already ran: reject mode has nothing left to refuse, so it logs.
-    if (f.severity == Severity::kError && (f.action == "reject" || (f.action.empty() && mode() == Mode::kReject)))
-      f.action = "log";
+    if (action_in_mode(f, mode()) == Action::kReject) f.action = Action::kLog;
   }
   report_findings(findings);
 }

@@ -502,14 +502,10 @@ void drop_suppressed(Reporter& rep, std::vector<Finding>& findings) {
     for (const std::string& r : silenced) ++rep.suppressed_by_rule[r];
 }
 
-// What each finding does: "none" for a warning; for an error the rule's action override, else the mode's (inspect
-// mode never blocks).
-std::vector<std::string> actions_of(const std::vector<Finding>& findings, Mode m) {
-  std::vector<std::string> actions;
-  for (const Finding& f : findings) {
-    const bool error = f.severity == Severity::kError;
-    actions.push_back(!error ? "none" : (f.action.empty() || m == Mode::kInspect) ? to_string(m) : f.action);
-  }
+// What each finding does (finding.h: action_in_mode).
+std::vector<Action> actions_of(const std::vector<Finding>& findings, Mode m) {
+  std::vector<Action> actions;
+  for (const Finding& f : findings) actions.push_back(action_in_mode(f, m));
   return actions;
 }
 
@@ -530,7 +526,7 @@ bool say_abort_locked(Reporter& rep, const std::vector<Finding>& findings) {
 
 // Counts and writes the findings (each distinct one once); in abort mode also the abort notice and the summary.
 // Returns whether an abort's records reached the log.
-bool write_findings(Reporter& rep, const std::vector<Finding>& findings, const std::vector<std::string>& actions,
+bool write_findings(Reporter& rep, const std::vector<Finding>& findings, const std::vector<Action>& actions,
                     bool abort_now) {
   Locked lock;
   if (!lock.held) return false;
@@ -554,15 +550,15 @@ Verdict report_findings(std::vector<Finding>& findings) {
   }
   if (!rep->cfg.error_marker_dir.empty() && has_errors(findings)) mark_error(rep->cfg.error_marker_dir);
   // The verdict never depends on the reporter's lock: it is decided first.
-  const std::vector<std::string> actions = actions_of(findings, mode());
-  const bool abort_now = std::find(actions.begin(), actions.end(), "abort") != actions.end();
-  const bool reject = std::find(actions.begin(), actions.end(), "reject") != actions.end();
+  const std::vector<Action> actions = actions_of(findings, mode());
+  const bool abort_now = std::find(actions.begin(), actions.end(), Action::kAbort) != actions.end();
+  const bool reject = std::find(actions.begin(), actions.end(), Action::kReject) != actions.end();
   if (!write_findings(*rep, findings, actions, abort_now) && abort_now) {
     // The log did not take the records in time (or the lock was not free: the records were dropped and counted):
     // the reason still reaches stderr before the abort, within a bound, without touching what the lock guards.
     for (std::size_t i = 0; i < findings.size(); ++i)
-      if (actions[i] == "abort") {
-        write_stderr_bounded(render_finding(findings[i], context(*rep), "abort", LogFormat::kText) + "\n",
+      if (actions[i] == Action::kAbort) {
+        write_stderr_bounded(render_finding(findings[i], context(*rep), Action::kAbort, LogFormat::kText) + "\n",
                              kStderrLineTimeoutMs);
         break;
       }

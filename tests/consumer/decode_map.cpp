@@ -55,7 +55,7 @@ hint = "allocate D with A's layout"
     std::printf("D: %s\n", tg::render_map(maps[1].decoded.view, tg::LogFormat::kText).c_str());
     const tg::Judgement j = tg::judge_launch(*parsed.rules, which, "my_gemm_kernel", maps, sm90);
     for (const tg::Finding& f : j.findings)
-      std::printf("%s\n", tg::render_finding(f, ctx, "log", tg::LogFormat::kText).c_str());
+      std::printf("%s\n", tg::render_finding(f, ctx, tg::Action::kLog, tg::LogFormat::kText).c_str());
     (transposed ? findings_transposed : findings_healthy) = static_cast<int>(j.findings.size());
   }
   std::printf("healthy: %d finding(s); transposed: %d finding(s)\n", findings_healthy, findings_transposed);

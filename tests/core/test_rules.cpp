@@ -141,7 +141,7 @@ TEST(RulesEval, InnermostAndDtypeWithActionOverrideAndHint) {
   EXPECT_EQ(out[0].rule, "gemm-epilogue");
   EXPECT_EQ(out[0].tensor, "D");
   EXPECT_EQ(out[0].place, (MapPlace{5, 0}));
-  EXPECT_EQ(out[0].action, "reject");
+  EXPECT_EQ(out[0].action, Action::kReject);
   EXPECT_EQ(out[0].hint, "allocate D like C");
   EXPECT_TRUE(run(kGemm, "other_kernel", {c, c, d_mn}).empty());
   const auto d_f16 = map2d(5, 0x7f1000000000ULL, 128, 256, 256, 6);
