@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace tmaguard {
@@ -21,25 +22,15 @@ struct Suppression {
   std::string kernel_glob;
 };
 
+//! The settings in force. The members the TMAGUARD_* variables set are declared by their rows in flags.inc, with
+//! their defaults (a member per row, named in its second column); the rest come from the job's launcher.
 struct Config {
-  Mode mode = Mode::kAbort;
-  LogFormat format = LogFormat::kText;
-  std::string log_path;  // empty: stderr; "%p" expands to the pid
-  std::string libcuda;   // TMAGUARD_LIBCUDA; empty: the job's libcuda.so.1
+#define TG_FLAG(name, member, type, value, unset, help) std::decay_t<decltype(value)> member = value;
+#include "tmaguard/flags.inc"
+#undef TG_FLAG
   std::string rank;        // the process's global rank from its launcher (rank_variables(): the first one set)
   std::string local_rank;  // its rank on this node, likewise
   std::string rank_from;   // which variable gave `rank` (or `local_rank` when only that is set)
-  std::vector<std::string> rules_files;  // TMAGUARD_RULES, ':'-separated
-  bool builtin_rules = true;             // TMAGUARD_BUILTIN_RULES=off drops the FA4 preset
-  bool continue_on_rules_error = false;  // TMAGUARD_RULES_ON_ERROR=continue: run without the broken file
-  uint64_t device_audit = 4;             // TMAGUARD_DEVICE_AUDIT: launches of each kernel audited (0: off)
-  uint64_t device_read_bytes = 4096;     // TMAGUARD_DEVICE_READ_BYTES
-  StackMode stack = StackMode::kAll;     // TMAGUARD_STACK
-  std::string metrics_dir;               // TMAGUARD_METRICS (a pattern, as log_path); empty: none
-  uint64_t summary_interval_s = 60;      // TMAGUARD_SUMMARY_INTERVAL; 0: at exit only
-  std::vector<Suppression> suppress;     // TMAGUARD_SUPPRESS
-  std::string error_marker_dir;          // TMAGUARD_ERROR_MARKER; empty: none
-  std::string config_file;               // TMAGUARD_CONFIG as given (empty: the default file, if it exists)
   std::string job_id;                    // SLURM_JOB_ID, else TORCHELASTIC_RUN_ID (empty: none)
   std::string job_from;                  // which variable gave it
   //! Each setting's value as given (the default's spelling when none was) and where it came from: "environment",
@@ -58,12 +49,15 @@ struct ConfigResult {
   std::vector<std::string> notices;  // one line each: said once, the job goes on
 };
 
-//! The TMAGUARD_* variables (flags.inc): name, the values its type takes, default, one line of help.
+//! The TMAGUARD_* variables (flags.inc): name, the values its type takes, its default, one line of help.
 struct FlagInfo {
   const char* name;
   std::string values;
-  const char* fallback;
+  std::string default_value;  // the default as a user would write it; "" when it is empty
+  const char* unset;          // what an empty default means ("stderr", "none"); "" when the default is a value
   const char* help;
+  //! The default as the help and the reference show it.
+  std::string fallback() const { return default_value.empty() ? unset : default_value; }
 };
 const std::vector<FlagInfo>& flags();
 //! The reference table of the variables (docs/reference.md), in Markdown.

@@ -77,6 +77,19 @@ std::string read_choice(const Choice<T> (&choices)[N], std::string_view raw, T& 
   return "is not one of " + names;
 }
 template <typename T, std::size_t N>
+std::string show_choice(const Choice<T> (&choices)[N], const T& value) {
+  for (const Choice<T>& c : choices)
+    if (c.value == value) return c.name;
+  return "";
+}
+// Entries joined as the variable writes them.
+template <typename T, typename Show>
+std::string show_list(const std::vector<T>& items, char separator, Show&& show) {
+  std::string s;
+  for (const T& item : items) s += (s.empty() ? "" : std::string(1, separator)) + show(item);
+  return s;
+}
+template <typename T, std::size_t N>
 std::string choice_values(const Choice<T> (&choices)[N]) {
   std::string s;
   for (const Choice<T>& c : choices) s += (s.empty() ? "" : "|") + std::string(c.name);
@@ -92,12 +105,14 @@ struct ModeFlag {
   static constexpr bool kNamesFile = false;
   static std::string values() { return choice_values(kChoices); }
   static std::string read(std::string_view v, Mode& out) { return read_choice(kChoices, v, out); }
+  static std::string show(Mode v) { return show_choice(kChoices, v); }
 };
 struct FormatFlag {
   static constexpr Choice<LogFormat> kChoices[] = {{"text", LogFormat::kText}, {"json", LogFormat::kJson}};
   static constexpr bool kNamesFile = false;
   static std::string values() { return choice_values(kChoices); }
   static std::string read(std::string_view v, LogFormat& out) { return read_choice(kChoices, v, out); }
+  static std::string show(LogFormat v) { return show_choice(kChoices, v); }
 };
 struct StackFlag {
   static constexpr Choice<StackMode> kChoices[] = {
@@ -105,12 +120,14 @@ struct StackFlag {
   static constexpr bool kNamesFile = false;
   static std::string values() { return choice_values(kChoices); }
   static std::string read(std::string_view v, StackMode& out) { return read_choice(kChoices, v, out); }
+  static std::string show(StackMode v) { return show_choice(kChoices, v); }
 };
 struct OnRulesErrorFlag {  // continue_on_rules_error
   static constexpr Choice<bool> kChoices[] = {{"stop", false}, {"continue", true}};
   static constexpr bool kNamesFile = false;
   static std::string values() { return choice_values(kChoices); }
   static std::string read(std::string_view v, bool& out) { return read_choice(kChoices, v, out); }
+  static std::string show(bool v) { return show_choice(kChoices, v); }
 };
 struct SwitchFlag {
   static constexpr Choice<bool> kChoices[] = {{"on", true}, {"off", false}};
@@ -119,15 +136,20 @@ struct SwitchFlag {
   static constexpr bool kNamesFile = false;
   static std::string values() { return choice_values(kChoices); }
   static std::string read(std::string_view v, bool& out) { return read_choice(kChoices, v, out, kSpellings, 6); }
+  static std::string show(bool v) { return show_choice(kChoices, v); }
 };
 struct PathFlag {
   static constexpr bool kNamesFile = true;
   static std::string values() { return "PATH"; }
   static std::string read(std::string_view v, std::string& out) { return out = std::string(v), ""; }
+  static std::string show(const std::string& v) { return v; }
 };
 struct PathListFlag {
   static constexpr bool kNamesFile = true;
   static std::string values() { return "FILE[:FILE...]"; }
+  static std::string show(const std::vector<std::string>& v) {
+    return show_list(v, ':', [](const std::string& f) { return f; });
+  }
   static std::string read(std::string_view v, std::vector<std::string>& out) {
     for (std::size_t start = 0; start <= v.size();) {
       const std::size_t end = std::min(v.find(':', start), v.size());
@@ -142,6 +164,7 @@ struct PathListFlag {
 struct AuditFlag {  // launches of each kernel audited
   static constexpr bool kNamesFile = false;
   static std::string values() { return "N|all|off"; }
+  static std::string show(uint64_t v) { return v == 0 ? "off" : v == kAuditEveryLaunch ? "all" : std::to_string(v); }
   static std::string read(std::string_view raw, uint64_t& out) {
     const std::string v = lower(trim(raw));
     if (v == "off") return out = 0, "";
@@ -153,6 +176,7 @@ struct AuditFlag {  // launches of each kernel audited
 struct SecondsFlag {
   static constexpr bool kNamesFile = false;
   static std::string values() { return "SECONDS"; }
+  static std::string show(uint64_t v) { return std::to_string(v); }
   static std::string read(std::string_view v, uint64_t& out) {
     if (const auto n = number_in(v, 0, 86400)) return out = *n, "";
     return "is not a whole number of seconds from 0 to 86400";
@@ -165,10 +189,15 @@ struct PathPatternFlag {  // a path with % sequences, checked now so that a bad 
     if (std::string why = path_pattern_error(v); !why.empty()) return why;
     return out = std::string(v), "";
   }
+  static std::string show(const std::string& v) { return v; }
 };
 struct SuppressFlag {
   static constexpr bool kNamesFile = false;
   static std::string values() { return "RULE[@KERNEL_GLOB][,...]"; }
+  static std::string show(const std::vector<Suppression>& v) {
+    return show_list(v, ',',
+                     [](const Suppression& e) { return e.rule + (e.kernel_glob.empty() ? "" : "@" + e.kernel_glob); });
+  }
   static std::string read(std::string_view v, std::vector<Suppression>& out) {
     for (std::size_t start = 0; start <= v.size();) {
       const std::size_t end = std::min(v.find(',', start), v.size());
@@ -193,6 +222,7 @@ struct SuppressFlag {
 struct ReadBytesFlag {
   static constexpr bool kNamesFile = false;
   static std::string values() { return "BYTES"; }
+  static std::string show(uint64_t v) { return std::to_string(v); }
   static std::string read(std::string_view v, uint64_t& out) {
     if (const auto n = number_in(v, 64, kDeviceReadMaxBytes); n && *n % 64 == 0) return out = *n, "";
     return fmt::format("is not a multiple of 64 from 64 to {}", kDeviceReadMaxBytes);
@@ -207,9 +237,9 @@ struct FlagRow {
 };
 const std::vector<FlagRow>& rows() {
   static const std::vector<FlagRow> v = {
-#define TG_FLAG(name, member, type, fallback, help)                                                  \
-  {{#name, type::values(), fallback, help}, type::kNamesFile,                                         \
-   [](std::string_view value, Config& c) { return type::read(value, c.member); }},
+#define TG_FLAG(name, member, type, value, unset, help)                                               \
+  {{#name, type::values(), type::show(value), unset, help}, type::kNamesFile,                          \
+   [](std::string_view v, Config& c) { return type::read(v, c.member); }},
 #include "tmaguard/flags.inc"
 #undef TG_FLAG
   };
@@ -243,7 +273,7 @@ std::string flags_markdown_table() {
   for (const FlagRow& r : rows()) {
     std::string values;  // a pipe inside a table cell must be escaped, even in code
     for (char c : r.info.values) values += c == '|' ? std::string("\\|") : std::string(1, c);
-    s += fmt::format("| `{}` | `{}` ({}) | {} |\n", r.info.name, values, r.info.fallback, r.info.help);
+    s += fmt::format("| `{}` | `{}` ({}) | {} |\n", r.info.name, values, r.info.fallback(), r.info.help);
   }
   return s;
 }
@@ -251,7 +281,7 @@ std::string flags_markdown_table() {
 std::string flags_text() {
   std::string s;
   for (const FlagRow& r : rows())
-    s += fmt::format("  {}={}  (default: {})\n      {}\n", r.info.name, r.info.values, r.info.fallback, r.info.help);
+    s += fmt::format("  {}={}  (default: {})\n      {}\n", r.info.name, r.info.values, r.info.fallback(), r.info.help);
   return s;
 }
 
@@ -356,7 +386,7 @@ ConfigResult parse_config(const EnvLookup& env, bool secure_execution, const std
       source = file ? "config file " + file->path : "";
     }
     if (!raw || trim(raw).empty()) {
-      r.config.sources.push_back({row.info.name, row.info.fallback, "default"});
+      r.config.sources.push_back({row.info.name, row.info.fallback(), "default"});
       continue;
     }
     r.config.sources.push_back({row.info.name, raw, source});
