@@ -40,7 +40,7 @@ inline Mode mode() { return g_launch_globals.mode.load(std::memory_order_relaxed
 //! This thread's counters and re-entry depth: one cache line. Counters are plain per-thread words (relaxed load+store,
 //! no locked instruction); the summary adds up every live thread's and those of exited threads.
 struct alignas(64) LaunchThread {
-  int hook_depth;
+  int reentry_depth;      // owned by the re-entry guard (base/reentry.h): nothing else reads or writes it
   int registered;         // counted in the summary (registered with the thread registry)
   std::atomic<uint32_t> kernel_epoch;  // LaunchGlobals::kernel_epoch when this thread's memo entries were last known
                                        // valid (read by the thread that frees forgotten kernel facts:

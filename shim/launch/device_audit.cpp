@@ -19,6 +19,7 @@
 #include "driver/allocations.h"
 #include "callsite/capture.h"
 #include "base/counters.h"
+#include "base/reentry.h"
 #include "driver/device_arch.h"
 #include "driver/driver.h"
 #include "base/fork_locks.h"
@@ -224,7 +225,7 @@ void judge_claimed(ReadSlot& s, CUresult event_state) {
 }
 
 void* worker(void*) {
-  t_launch_thread.hook_depth = 1;  // whatever this thread calls passes through tmaguard's wrappers
+  become_tmaguard_thread();
   auto exchange = TG_REAL(cuThreadExchangeStreamCaptureMode);
   CUstreamCaptureMode relaxed_mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   if (exchange) exchange(&relaxed_mode);

@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "base/hash_key.h"
+#include "base/reentry.h"
 #include "base/launch_words.h"
 #include "core/launch_key.h"
 #include "tmaguard/config.h"
@@ -157,12 +158,8 @@ inline void add_key(CleanBlock& b, uint64_t key) {
   set[0] = key;
 }
 
-// The steps before TG_ENTER write this thread's memo: for their duration the thread counts as inside a tmaguard
-// call, so that a signal handler launching meanwhile is counted, not checked against a half-written memo.
-struct InsideCall {
-  InsideCall() { ++t_launch_thread.hook_depth; }
-  ~InsideCall() { --t_launch_thread.hook_depth; }
-};
+// The steps before TG_ENTER write this thread's memo: for their duration the thread counts as inside tmaguard
+// (InsideTmaguard), so that a signal handler launching meanwhile is counted, not checked against a half-written memo.
 
 template <typename BytesOf>
 void remember_local(MemoEntry& e, uint64_t key, BytesOf&& bytes) {
@@ -187,7 +184,7 @@ void remember_local(MemoEntry& e, uint64_t key, BytesOf&& bytes) {
 // thread's entries were last made (an unload frees handles the driver may reuse; a new struct search gives a kernel
 // more map places).
 __attribute__((always_inline)) inline bool usable() {
-  return t_launch_thread.hook_depth == 0 && g_launch_globals.state.load(std::memory_order_acquire) == kArmed &&
+  return !inside_tmaguard() && g_launch_globals.state.load(std::memory_order_acquire) == kArmed &&
          g_launch_globals.mode.load(std::memory_order_relaxed) != Mode::kInspect &&
          t_launch_thread.kernel_epoch.load(std::memory_order_relaxed) == g_launch_globals.kernel_epoch.load(std::memory_order_relaxed);
 }
@@ -206,7 +203,7 @@ static_assert(kMemoEntries == 16, "slot() takes the top 4 bits");
 // than the compare saves; but a copy left at another layer's bytes would send every later repeat to the hash.
 template <typename MapBytes>
 __attribute__((noinline, cold)) void renew_copy(MemoEntry& e, uint64_t key, const MapBytes& slot) {
-  const InsideCall inside;
+  const InsideTmaguard inside;
   remember_local(e, key, slot);
 }
 template <typename MapBytes>
@@ -222,7 +219,7 @@ __attribute__((always_inline)) inline void note_clean_again(MemoEntry& e, uint64
 // layers, a full set). A hit joins the block's keys. Out of line and cold: fast_pass covers the repeats.
 template <typename MapBytes>
 __attribute__((noinline, cold)) bool pass_by_shared_key(MemoEntry& e, std::size_t n, const MapBytes& slot) {
-  const InsideCall inside;
+  const InsideTmaguard inside;
   uint64_t key = 0;
   if (!launch_key(e.identity, g_hash_key, n, slot, &key)) return false;
   if (key != e.clean_key && !shared_key_known(key)) return false;

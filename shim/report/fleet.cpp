@@ -23,6 +23,7 @@
 #include <string>
 
 #include "base/launch_words.h"
+#include "base/reentry.h"
 #include "base/process_facts.h"
 #include "base/settings.h"
 #include "base/stderr_io.h"
@@ -155,7 +156,7 @@ void* summary_thread(void*) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the job's handlers never run on this thread
-  t_launch_thread.hook_depth = 1;                       // its own writes never enter tmaguard's wrappers
+  become_tmaguard_thread();                   // its own writes never enter tmaguard's wrappers
   pthread_setname_np(pthread_self(), "tmaguard-sum");
   const uint64_t interval = g_fleet_cfg->summary_interval_s;
   uint64_t last = 0;

@@ -40,6 +40,7 @@
 #include <spdlog/sinks/base_sink.h>
 
 #include "base/counters.h"
+#include "base/reentry.h"
 #include "base/fork_locks.h"
 #include "base/launch_words.h"
 #include "base/process_facts.h"
@@ -228,7 +229,7 @@ void log_thread_start() {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
-  t_launch_thread.hook_depth = 1;
+  become_tmaguard_thread();
   pthread_setname_np(pthread_self(), "tmaguard-log");
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/launch_words.h"
+#include "base/reentry.h"
 #include "base/stderr_io.h"
 #include "tmaguard/config.h"
 
@@ -21,24 +22,25 @@ void nested_launches_unreported();
 //! call ends; set by the launch check (a layer above this one).
 void on_nested_launches(void (*report)());
 
-//! RAII re-entry guard (as TSan's ScopedInterceptor): the driver or our own code calling back into a wrapper
-//! passes straight through. A launch made while this thread is inside a wrapper (a signal handler that launches) is
-//! counted, and said when the outermost wrapper returns (no lock or allocation is safe inside the handler).
+//! A wrapper's time inside tmaguard (the re-entry guard, base/reentry.h, as TSan's ScopedInterceptor): the driver or
+//! our own code calling back into a wrapper passes straight through. A launch made while this thread is inside a
+//! wrapper (a signal handler that launches) is counted, and said when the outermost wrapper returns (no lock or
+//! allocation is safe inside the handler).
 class HookScope {
  public:
-  HookScope() : nested_(t_launch_thread.hook_depth++ > 0) {}
+  HookScope() = default;
   ~HookScope() {
     // Said while this call still counts as one (a signal handler that launches meanwhile is counted too, never checked
     // inside the locks the saying takes).
-    if (t_launch_thread.hook_depth == 1 && __builtin_expect(t_launch_thread.nested_unreported != 0, 0)) detail::nested_launches_unreported();
-    --t_launch_thread.hook_depth;
+    if (InsideTmaguard::outermost() && __builtin_expect(t_launch_thread.nested_unreported != 0, 0))
+      detail::nested_launches_unreported();
   }
   HookScope(const HookScope&) = delete;
   HookScope& operator=(const HookScope&) = delete;
-  bool nested() const { return nested_; }
+  bool nested() const { return inside_.nested(); }
 
  private:
-  bool nested_;
+  InsideTmaguard inside_;
 };
 
 //! True when checks should run: initialises on first use (Uninit -> Initing -> Armed | Disabled). While another

@@ -1,0 +1,35 @@
+// tmaguard shim: the re-entry guard, the one owner of this thread's re-entry depth (LaunchThread::reentry_depth).
+//
+// A thread is inside tmaguard while it runs one of tmaguard's wrappers or steps (depth > 0). A driver call made from
+// there (tmaguard's own, or the driver calling back) passes straight through every wrapper; a launch made there (a
+// signal handler that launches) is counted and said later (runtime.h: HookScope). A thread tmaguard starts (its log,
+// summary and device-audit threads) is inside tmaguard for its whole life.
+#pragma once
+
+#include "base/launch_words.h"
+
+namespace tmaguard {
+
+//! Whether this thread is inside tmaguard (a wrapper, a memo step, or a thread of tmaguard's own).
+__attribute__((always_inline)) inline bool inside_tmaguard() { return t_launch_thread.reentry_depth != 0; }
+
+//! A scope of tmaguard's own work on this thread: entered, it counts as inside tmaguard until it ends.
+class InsideTmaguard {
+ public:
+  InsideTmaguard() : nested_(t_launch_thread.reentry_depth++ > 0) {}
+  ~InsideTmaguard() { --t_launch_thread.reentry_depth; }
+  InsideTmaguard(const InsideTmaguard&) = delete;
+  InsideTmaguard& operator=(const InsideTmaguard&) = delete;
+  //! This thread was inside tmaguard already when the scope began.
+  bool nested() const { return nested_; }
+  //! The scope is the outermost one of this thread (it ends the thread's time inside tmaguard).
+  static bool outermost() { return t_launch_thread.reentry_depth == 1; }
+
+ private:
+  bool nested_;
+};
+
+//! A thread tmaguard started: whatever it calls passes through tmaguard's wrappers, for its whole life.
+inline void become_tmaguard_thread() { t_launch_thread.reentry_depth = 1; }
+
+}  // namespace tmaguard
