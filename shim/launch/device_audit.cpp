@@ -167,12 +167,12 @@ void examine(const ReadSlot& s) {
   if (s.last_of_launch) audit_count(AuditCount::kLaunchesAudited);
   if (maps.empty()) return;
   audit_count(AuditCount::kMapsFound, maps.size());
-  int seen = k.device_maps.load(std::memory_order_relaxed);
+  int seen = k.audit.most_maps.load(std::memory_order_relaxed);
   while (seen < static_cast<int>(maps.size()) &&
-         !k.device_maps.compare_exchange_weak(seen, static_cast<int>(maps.size()), std::memory_order_relaxed)) {
+         !k.audit.most_maps.compare_exchange_weak(seen, static_cast<int>(maps.size()), std::memory_order_relaxed)) {
   }
   if (mode() == Mode::kInspect) inspect_read_back(s, maps);
-  Judgement j = judge_launch(rules(), k.device_rules, k.name, maps, current_arch());
+  Judgement j = judge_launch(rules(), k.audit.rules, k.name, maps, current_arch());
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
   findings.insert(findings.end(), j.findings.begin(), j.findings.end());
   if (findings.empty()) return;
@@ -207,7 +207,7 @@ bool claim_slot(int i, uint64_t generation) {
 // Caller holds g_mu. The slot's read is judged: the slot is free again.
 void release_slot(int i) {
   g_pending->erase(std::find(g_pending->begin(), g_pending->end(), i));
-  if (g_slots[i].kernel) g_slots[i].kernel->pins.fetch_sub(1, std::memory_order_acq_rel);
+  if (g_slots[i].kernel) g_slots[i].kernel->audit.pins.fetch_sub(1, std::memory_order_acq_rel);
   g_slots[i].kernel = nullptr;
   g_slots[i].claimed = false;
   g_free->push_back(i);
@@ -364,10 +364,10 @@ void judge_oldest_read(std::unique_lock<std::mutex>& lock, CUcontext ctx) {
 
 // A launch's share of the audit budget: false when its kernel's audits are used up.
 bool claim(const KernelInfo& k) {
-  uint64_t left = k.audits_left.load(std::memory_order_relaxed);
+  uint64_t left = k.audit.launches_left.load(std::memory_order_relaxed);
   while (left != 0) {
     if (left == kAuditEveryLaunch) return true;
-    if (k.audits_left.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) return true;
+    if (k.audit.launches_left.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) return true;
   }
   return false;
 }
@@ -391,7 +391,7 @@ struct Read {
 
 std::vector<Read> reads_of(const KernelInfo& k, const LaunchArgs& args) {
   std::vector<Read> reads;
-  for (const MapPlace& p : k.pointers) {
+  for (const MapPlace& p : k.audit.pointers) {
     const uint8_t* word = reads.size() < kReadsPerLaunch ? args.bytes(k.layout, p, 8) : nullptr;
     uint64_t v = 0;
     if (word) std::memcpy(&v, word, 8);
@@ -479,7 +479,7 @@ int queue_reads(std::unique_lock<std::mutex>& lock, const KernelInfo& k, const L
     ++s.generation;
     s.claimed = false;
     s.ctx = ctx;
-    k.pins.fetch_add(1, std::memory_order_acq_rel);  // these facts outlive an unload until the read is judged
+    k.audit.pins.fetch_add(1, std::memory_order_acq_rel);  // these facts outlive an unload until the read is judged
     s.kernel = &k;
     s.pointer = reads[i].pointer;
     s.address = reads[i].address;
@@ -495,11 +495,24 @@ int queue_reads(std::unique_lock<std::mutex>& lock, const KernelInfo& k, const L
 
 }  // namespace
 
+void plan_audit(KernelInfo& k, const KernelInfo* stale) {
+  for (const MapPlace& p : pointer_places(k.layout)) {
+    const bool in_map = std::any_of(k.maps.begin(), k.maps.end(), [&](const MapPlace& m) {
+      return m.param == p.param && p.offset + 8 > m.offset && p.offset < m.offset + kTensorMapBytes;
+    });
+    if (!in_map) k.audit.pointers.push_back(p);
+  }
+  if (!k.audit.pointers.empty())
+    k.audit.launches_left.store(
+        stale ? stale->audit.launches_left.load(std::memory_order_relaxed) : config().device_audit,
+        std::memory_order_relaxed);
+}
+
 void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
-  if (k.pointers.empty()) return;
+  if (k.audit.pointers.empty()) return;
   const AuditCalls calls;
   if (!calls.usable()) {  // a driver without them: this kernel is not audited again
-    k.audits_left.store(0, std::memory_order_relaxed);
+    k.audit.launches_left.store(0, std::memory_order_relaxed);
     return;
   }
   CUstream stream = launch.stream;
@@ -519,14 +532,14 @@ void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
     claim(k);
     return;
   }
-  const bool every = k.audits_left.load(std::memory_order_relaxed) == kAuditEveryLaunch;
+  const bool every = k.audit.launches_left.load(std::memory_order_relaxed) == kAuditEveryLaunch;
   const RawCallSite site = site_if_slot_free(every);
   CUcontext ctx = nullptr;
   if (auto get = TG_REAL(cuCtxGetCurrent)) get(&ctx);
   std::unique_lock<std::mutex> lock(audit_lock());
   if (!ready_locked()) {  // said once; this kernel's launches are not audited again
     audit_skipped(AuditSkip::kNoPinnedMemory);
-    k.audits_left.store(0, std::memory_order_relaxed);
+    k.audit.launches_left.store(0, std::memory_order_relaxed);
     return;
   }
   bool all_busy = false;

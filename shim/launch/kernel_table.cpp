@@ -11,6 +11,7 @@
 #include "base/counters.h"
 #include "driver/driver.h"
 #include "base/fork_locks.h"
+#include "launch/device_audit.h"
 #include "report/reporter.h"
 #include "runtime/runtime.h"
 #include "tmaguard/rules.h"
@@ -84,7 +85,7 @@ void reclaim() {
     const uint32_t oldest = oldest_thread_epoch(now);
     auto keep = g_retired->begin();
     for (const Retired& r : *g_retired) {
-      if (static_cast<int32_t>(oldest - r.epoch) >= 0 && r.info->pins.load(std::memory_order_acquire) == 0)
+      if (static_cast<int32_t>(oldest - r.epoch) >= 0 && r.info->audit.pins.load(std::memory_order_acquire) == 0)
         doomed.push_back(r.info);
       else
         *keep++ = r;
@@ -227,18 +228,8 @@ void pick_rules(KernelInfo* k) {
   std::vector<std::string> notes;
   const std::vector<int> all_rules = rules_for_kernel(tmaguard::rules(), k->name, &notes);
   k->rules = rules_on(tmaguard::rules(), all_rules, false);
-  k->device_rules = rules_on(tmaguard::rules(), all_rules, true);
+  k->audit.rules = rules_on(tmaguard::rules(), all_rules, true);
   for (const std::string& n : notes) report_notice(Notice::kPatternLimit, n, n);
-}
-
-// Places that may hold device addresses, except the words of maps found in the parameters (a map's own address).
-void pick_pointers(KernelInfo* k) {
-  for (const MapPlace& p : pointer_places(k->layout)) {
-    const bool in_map = std::any_of(k->maps.begin(), k->maps.end(), [&](const MapPlace& m) {
-      return m.param == p.param && p.offset + 8 > m.offset && p.offset < m.offset + kTensorMapBytes;
-    });
-    if (!in_map) k->pointers.push_back(p);
-  }
 }
 
 // `stale`: the facts this search replaces (its search count and watched places carry over), or nullptr.
@@ -260,10 +251,7 @@ const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* 
     k->watch.clear();
     k->search_pending = false;
   }
-  pick_pointers(k);
-  if (!k->pointers.empty())
-    k->audits_left.store(stale ? stale->audits_left.load(std::memory_order_relaxed) : config().device_audit,
-                         std::memory_order_relaxed);
+  plan_audit(*k, stale);
   return k;
 }
 

@@ -11,6 +11,8 @@
 #include "base/cuda_names.h"
 #include "base/launch_words.h"
 #include "core/struct_search.h"
+#include "launch/census.h"
+#include "launch/kernel_audit.h"
 #include "tmaguard/launch.h"
 
 namespace tmaguard {
@@ -33,18 +35,8 @@ struct KernelInfo {
                                   // gave no readable bytes for it; the next launch that does searches again
   unsigned searches = 0;          // searches made for this handle so far (bounded: kMaxSearches)
 
-  // The device-map audit (device_audit.h): the rules that name maps in device memory ("param:N->AT"), the places in
-  // the parameters that may hold device addresses (words inside maps found there excluded), and how many more
-  // launches are audited (kAuditEveryLaunch: all).
-  std::vector<int> device_rules;
-  std::vector<MapPlace> pointers;
-  mutable std::atomic<uint64_t> audits_left{0};
-  mutable std::atomic<int> pins{0};  // device-audit reads in flight that refer to these facts (never freed while any)
-  mutable std::atomic<int> device_maps{0};  // the most maps one audited launch found in device memory
-
-  // Inspect mode's census (what tmaguard could see over the run), updated by every inspected launch.
-  mutable std::atomic<uint64_t> launches{0};
-  mutable std::atomic<int> maps_in_params{0}, maps_in_structs{0}, template_maps{0};
+  KernelAudit audit;    // the device-map audit's (kernel_audit.h, device_audit.h)
+  KernelCensus census;  // inspect mode's (census.h)
 
   bool embedded(const MapPlace& s) const { return layout.sizes[s.param] > kTensorMapBytes; }
   //! How much map slot i's bytes must prove (launch.h): every slot of a kernel a rule names is a known place.

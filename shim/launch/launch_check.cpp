@@ -11,15 +11,14 @@
 #include <exception>
 #include <new>
 #include <string>
-#include <functional>
-#include <mutex>
-#include <cstdlib>
 
 #include "base/counters.h"
 #include "base/hash_key.h"
 #include "callsite/capture.h"
 #include "driver/device_arch.h"
 #include "runtime/intercept.h"
+#include "launch/census.h"
+#include "launch/device_audit.h"
 #include "launch/kernel_table.h"
 #include "launch/memo.h"
 #include "driver/provenance.h"
@@ -58,17 +57,7 @@ void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMap
     r.maps.push_back({static_cast<int>(i), maps[i].place, maps[i].embedded, maps[i].decoded,
                       maps[i].decoded.ok() ? provenance_of(c.bytes[slots[i]]) : std::string()});
   report_inspect("inspect|" + std::to_string(layout), r);
-  // The census at exit: what this kernel's last launch let tmaguard see.
-  int whole = 0, inner = 0, templates = 0;
-  for (const TensorMapParam& m : maps) {
-    if (!m.decoded.ok()) continue;
-    if (!m.embedded) ++whole;
-    else ++inner;
-    if (unjudged_template(m)) ++templates;
-  }
-  k->maps_in_params.store(whole, std::memory_order_relaxed);
-  k->maps_in_structs.store(inner, std::memory_order_relaxed);
-  k->template_maps.store(templates, std::memory_order_relaxed);
+  census_note_maps(*k, maps);
 }
 
 // False when the launch cannot be judged (no maps, or the caller did not provide their bytes).
@@ -161,19 +150,13 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   return report_findings(findings);
 }
 
-void report_census_at_exit();  // below
-
 Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
   LaunchThread& t = t_launch_thread;
   register_thread();
   bump(t.launches_seen);
   const bool inspecting = mode() == Mode::kInspect;
-  if (inspecting) {
-    static std::once_flag census;
-    std::call_once(census, [] { std::atexit(report_census_at_exit); });
-  }
   const bool collected = collect(launch, c);
-  if (inspecting) c.kernel->launches.fetch_add(1, std::memory_order_relaxed);
+  if (inspecting) census_count_launch(*c.kernel);
   if (!collected) {
     if (inspecting && c.kernel->maps.empty()) inspect(c.kernel, launch.geom, {}, {}, c);
     return Verdict::kRun;
@@ -192,31 +175,6 @@ Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
   if (inspecting) inspect(c.kernel, launch.geom, maps, slots, c);
   Judgement j = judge_launch(rules(), c.kernel->rules, c.kernel->name, maps, current_arch(), &known_clean);
   return report(c, maps, slots, known_clean, j);
-}
-
-void census_of(const KernelInfo& k) {
-  CensusRecord r;
-  r.kernel = k.name;
-  r.launches = k.launches.load(std::memory_order_relaxed);
-  if (r.launches == 0) return;
-  r.params = static_cast<int>(k.layout.sizes.size());
-  r.maps_in_params = k.maps_in_params.load(std::memory_order_relaxed);
-  r.maps_in_structs = k.maps_in_structs.load(std::memory_order_relaxed);
-  r.template_maps = k.template_maps.load(std::memory_order_relaxed);
-  r.maps_in_device_memory = k.device_maps.load(std::memory_order_relaxed);
-  for (std::size_t p = 0; p < k.layout.sizes.size(); ++p) {
-    if (k.layout.sizes[p] <= kTensorMapBytes) continue;
-    const int n = static_cast<int>(
-        std::count_if(k.maps.begin(), k.maps.end(), [&](const MapPlace& s) { return s.param == p; }));
-    r.large_params.push_back({static_cast<int>(p), k.layout.sizes[p], n});
-  }
-  report_census(r);
-}
-
-// At exit, in inspect mode: one census record per kernel launched. Registered on the first inspected launch, after
-// the exit summary was registered at initialisation, so it runs before the summary (atexit runs in reverse).
-void report_census_at_exit() {
-  if (armed_already() && mode() == Mode::kInspect) for_each_kernel(census_of);
 }
 
 }  // namespace
@@ -307,8 +265,7 @@ Verdict check_launch(const Intercepted& call, const LaunchView& launch, const Ke
     if (c.entry && c.kernel) {
       if (kernel) *kernel = c.kernel;
       // The device audit is done with this kernel: this thread's launches of it take the fast paths again.
-      if (c.entry->at == MapsAt::kAuditing && c.kernel->audits_left.load(std::memory_order_relaxed) <= 1)
-        audit_done(*c.entry);
+      if (c.entry->at == MapsAt::kAuditing && audit_ending(*c.kernel)) audit_done(*c.entry);
     }
     return v;
   } catch (const std::bad_alloc&) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/counters.h"
+#include "launch/device_audit.h"
 
 namespace tmaguard {
 
@@ -51,7 +52,7 @@ void release_thread() {
 void fill(MemoEntry& e, const KernelInfo& info) {
   const std::vector<MapPlace>& m = info.maps;
   const std::vector<MapPlace>& w = info.watch;
-  if (info.audits_left.load(std::memory_order_relaxed) != 0) {
+  if (audit_due(info)) {
     e.at = MapsAt::kAuditing;  // the device audit wants this launch: the full check
     return;
   }

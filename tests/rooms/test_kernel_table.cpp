@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "fakecuda.h"
+#include "launch/device_audit.h"
 #include "launch/kernel_table.h"
+#include "runtime/runtime.h"
 
 namespace tmaguard {
 namespace {
@@ -29,6 +31,19 @@ TEST(KernelTable, AKernelsFactsAreItsNameLayoutAndMapCandidates) {
   EXPECT_FALSE(k->search_pending);
   EXPECT_EQ(kernel_info(f, nullptr), k) << "a second lookup built the facts again";
   EXPECT_NE(kernel_identity(k), 0u);
+}
+
+// The audit's share of a kernel's facts is planned with them: its pointer parameters, and the budget in force.
+TEST(KernelTable, AKernelWithAPointerIsAuditedAndOneWithoutIsNot) {
+  fakecuda_new_module(0);
+  const KernelInfo* with = kernel_info(define("room_kernel_pointer", {128, 8, 4}), nullptr);
+  ASSERT_EQ(with->audit.pointers.size(), 1u);
+  EXPECT_EQ(with->audit.pointers[0].param, 1u);
+  EXPECT_EQ(with->audit.launches_left.load(), config().device_audit);
+  EXPECT_TRUE(audit_due(*with));
+  const KernelInfo* without = kernel_info(define("room_kernel_no_pointer", {128, 4}), nullptr);
+  EXPECT_TRUE(without->audit.pointers.empty());
+  EXPECT_FALSE(audit_due(*without)) << "a kernel without device addresses in its parameters has nothing to read back";
 }
 
 TEST(KernelTable, AStructWithoutBytesWaitsForASearch) {
