@@ -303,7 +303,10 @@ const KernelInfo* search_again(CUfunction f, const KernelInfo* stale, const Laun
   return fresh;
 }
 
-const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
+const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args, bool* built_here) {
+  bool ignored = false;
+  bool& made = built_here ? *built_here : ignored;
+  made = false;
   TableSlot* table = slots();
   const auto key = reinterpret_cast<uintptr_t>(f);
   std::size_t i = mix(key) & (kSlots - 1);
@@ -317,6 +320,7 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
       const KernelInfo* expected = kDead;
       if (table[i].info.compare_exchange_strong(expected, built, std::memory_order_acq_rel)) {
         index_insert(built, key, i, false);
+        made = true;
         return built;
       }
       delete built;
@@ -331,6 +335,7 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
       g_used.fetch_add(1, std::memory_order_relaxed);
       table[i].info.store(built, std::memory_order_release);
       index_insert(built, key, i, false);
+      made = true;
       return built;
     }
     delete built;
@@ -343,6 +348,7 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args) {
   const KernelInfo* built = build(f, args);
   (*g_overflow)[key] = built;
   index_insert(built, key, 0, true);
+  made = true;
   return built;
 }
 

@@ -52,7 +52,8 @@ struct KernelInfo {
 //! pointer a thread got from its memo entry (memo.h) stays valid until it looks again.
 //! `args`: the launch's arguments, with which a kernel's first launch searches its parameters over 128 bytes for
 //! embedded maps (nullptr: no bytes to search; the search waits for the first launch that has them).
-const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args);
+//! `built`, when given: set when this call built the facts (with `args`), so that its caller need not search again.
+const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args, bool* built = nullptr);
 //! A fresh search of `stale`'s kernel with this launch's bytes (a watched place holds a map, or the kernel waited
 //! for readable bytes): the new KernelInfo replaces the old one for every thread. Returns what is in force.
 const KernelInfo* search_again(CUfunction f, const KernelInfo* stale, const LaunchArgs& args);

@@ -64,12 +64,9 @@ void inspect(const KernelInfo* k, const Geometry& g, const std::vector<TensorMap
 bool collect(const LaunchView& launch, Collected& c) {
   const LaunchArgs args = launch.args();
   const bool readable = args.readable();
-  c.entry = &entry(launch.f, readable ? &args : nullptr);  // a kernel's first launch searches its structs with these
-  // A kernel that waited for readable bytes, or with a map in a place that was empty, is searched again now.
-  if (readable && needs_new_search(*c.entry->info, args)) {
-    search_again(launch.f, c.entry->info, args);
-    c.entry = &entry(launch.f, &args);
-  }
+  // The kernel's facts in force for these bytes: a first launch searches its structs with them, a later one searches
+  // again when it must (memo.h: entry).
+  c.entry = &entry(launch.f, readable ? &args : nullptr);
   c.kernel = c.entry->info;
   const KernelInfo& k = *c.kernel;
   if (k.params_truncated)

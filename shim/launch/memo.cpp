@@ -96,18 +96,33 @@ uint64_t map_hash(uint64_t hash, MapEvidence e) {
 
 }  // namespace
 
-MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
-  // Kernel facts replaced since this thread last looked (an unload, a new search): any entry may be stale.
+namespace {
+
+// Kernel facts replaced since this thread last looked (an unload, a new search): any entry may be stale.
+void catch_up_with_kernel_epoch() {
   const uint32_t epoch = g_launch_globals.kernel_epoch.load(std::memory_order_acquire);
-  if (t_launch_thread.kernel_epoch.load(std::memory_order_relaxed) != epoch) {
-    std::memset(static_cast<void*>(t_memo.entries), 0, sizeof t_memo.entries);
-    forget_keys(nullptr);
-    t_launch_thread.kernel_epoch.store(epoch, std::memory_order_release);
-    kernel_facts_released();  // this thread no longer holds what was forgotten
-  }
+  if (t_launch_thread.kernel_epoch.load(std::memory_order_relaxed) == epoch) return;
+  std::memset(static_cast<void*>(t_memo.entries), 0, sizeof t_memo.entries);
+  forget_keys(nullptr);
+  t_launch_thread.kernel_epoch.store(epoch, std::memory_order_release);
+  kernel_facts_released();  // this thread no longer holds what was forgotten
+}
+
+}  // namespace
+
+MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
+  catch_up_with_kernel_epoch();
   MemoEntry& e = memo_detail::slot(f);
-  if (e.f == f && e.info) return e;
-  const KernelInfo* info = kernel_info(f, args);
+  const bool known = e.f == f && e.info;
+  bool built = false;  // by this lookup, with these bytes: nothing to search again
+  const KernelInfo* info = known ? e.info : kernel_info(f, args, &built);
+  if (args && !built && needs_new_search(*info, *args)) {
+    // A kernel that waited for readable bytes, or with a map in a place that was empty: searched again now, once.
+    info = search_again(f, info, *args);
+    catch_up_with_kernel_epoch();  // the search replaced facts every thread's entries may hold, this one's too
+  } else if (known) {
+    return e;
+  }
   forget_keys(&e);  // another kernel's keys, or an earlier KernelInfo's
   e = MemoEntry{};
   e.f = f;

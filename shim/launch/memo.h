@@ -87,9 +87,11 @@ extern thread_local MemoThread t_memo __attribute__((tls_model("initial-exec")))
 
 // ---- what the full check asks and tells (launch_check.cpp)
 
-//! This thread's entry for `f`, made from the kernel table when it holds another kernel, when kernel facts were
-//! replaced since this thread last looked, or when its kernel still waits for a struct search that `args` can serve
-//! (`args`: the launch's parameters, nullptr when none are readable).
+//! This thread's entry for `f`: the kernel's facts in force for this launch, in one lookup. Made afresh from the
+//! kernel table when the entry holds another kernel or kernel facts were replaced since this thread last looked; a
+//! kernel seen for the first time is searched with `args` as it is built; a known one is searched again (once) when
+//! it waited for readable bytes or a watched place now holds a map (kernel_table.h: needs_new_search). `args`: the
+//! launch's parameters, nullptr when none are readable.
 MemoEntry& entry(CUfunction f, const LaunchArgs* args);
 //! Whether a launch with this key is known clean: the entry's last clean key, or one any thread found.
 bool is_clean_key(const MemoEntry& e, uint64_t key);

@@ -6,6 +6,7 @@
 
 #include "fakecuda.h"
 #include "launch/memo.h"
+#include "tmaguard/tensormap.h"
 
 namespace tmaguard {
 namespace {
@@ -26,6 +27,35 @@ TEST(Memo, AnEntryIsItsKernelsFacts) {
   EXPECT_EQ(e.info, kernel_info(f, nullptr));
   EXPECT_EQ(e.identity, kernel_identity(e.info));
   EXPECT_EQ(&entry(f, nullptr), &e) << "the thread's entry moved between two lookups";
+}
+
+// A kernel whose struct parameter waited for readable bytes: the lookup that brings them searches once and gives an
+// entry of the new facts (one way through: no second lookup by the caller).
+TEST(Memo, AnEntryWithBytesForAPendingSearchIsTheSearchedFacts) {
+  const CUfunction f = define("memo_kernel_pending_struct", {1024});
+  MemoEntry& waiting = entry(f, nullptr);
+  ASSERT_TRUE(waiting.info->search_pending);
+  const uint64_t identity_before = waiting.identity;
+  EncodeArgs a;
+  a.dtype = 6;  // float16
+  a.rank = 2;
+  a.address = 0x7f0000000000;
+  a.dims = {64, 64};
+  a.strides = {128};
+  a.box = {64, 64};
+  a.element_strides = {1, 1};
+  alignas(64) uint8_t params[1024] = {};
+  ASSERT_EQ(encode(a, params + 256), 0);
+  void* kernel_params[] = {params};
+  const LaunchArgs args = LaunchArgs::of_params(kernel_params);
+  MemoEntry& searched = entry(f, &args);
+  ASSERT_EQ(searched.f, f);
+  EXPECT_FALSE(searched.info->search_pending);
+  ASSERT_EQ(searched.info->maps.size(), 1u) << "the map in the struct was not found";
+  EXPECT_EQ(searched.info->maps[0].offset, 256u);
+  EXPECT_NE(searched.identity, identity_before) << "clean keys of the old facts would still match";
+  EXPECT_EQ(&entry(f, &args), &searched);
+  EXPECT_EQ(entry(f, &args).info, searched.info) << "a second lookup with the same bytes searched again";
 }
 
 TEST(Memo, AKeyRememberedSharedIsKnownOnEveryThreadOneKeptLocalOnlyOnItsOwn) {
