@@ -1,103 +1,35 @@
-// tmaguard shim: cuTensorMapEncode* and cuTensorMapReplaceAddress wrappers. They record provenance (provenance.h)
-// and explain in one line an encode that failed or that the driver accepted although its arguments are almost
-// certainly a bug. The driver's return code is never changed.
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include <atomic>
-#include <cstring>
-#include <mutex>
-
-
-#include "driver/allocations.h"
-#include "runtime/intercept.h"
+// tmaguard shim: cuTensorMapEncode* and cuTensorMapReplaceAddress wrappers. They gather an encode's arguments and
+// record its bytes' provenance (provenance.h); what is said about an encode is report/encode_notes.h's. The driver's
+// return code is never changed.
 #include "driver/provenance.h"
-#include "report/reporter.h"
-#include "runtime/runtime.h"
+#include "report/encode_notes.h"
+#include "runtime/intercept.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
 namespace {
 
-const char* result_name(CUresult rc) {
-  switch (rc) {
-    case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
-    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
-    case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
-    default: return "error";
-  }
-}
-
-// Each (entry point, kind of warning) is reported once per process: a job that encodes thousands of host-pointer
-// maps gets one line, and the check of a repeat costs one atomic load (no formatting).
-constexpr int kEncodeApis = 4;  // EncodeApi values
-std::atomic<bool> g_warned[kEncodeApis][kEncodeWarningKinds];
-
-template <typename Message>
-void warn_once(EncodeApi api, EncodeWarning kind, Message&& message) {
-  const int a = static_cast<int>(api);
-  if (a < 0 || a >= kEncodeApis || kind <= kNoWarning || kind >= kEncodeWarningKinds) return;
-  if (g_warned[a][kind].exchange(true, std::memory_order_relaxed)) return;
-  report_notice(Notice::kEncodeWarning, fmt::format("{}|{}", encode_api_name(api), kind),
-                fmt::format("{} accepted, but {}", encode_api_name(api), message()));
-}
-
-// Success: remember the bytes and, the first time these bytes are seen, warn about arguments the driver accepts
-// but that are almost certainly bugs. Failure: say in one line which documented requirement the arguments break.
-// The arguments are gathered only for new bytes or a failure, never for a repeat encode (Triton re-encodes every
-// launch).
+// Success: remember the bytes and, the first time these bytes are seen from this entry point, say what is suspect in
+// the arguments. Failure: explain it. The arguments are gathered only for new bytes or a failure, never for a repeat
+// encode (Triton re-encodes every launch).
 template <typename Gather>
 void after_encode(const Intercepted& call, EncodeApi api, CUresult rc, const CUtensorMap* map, Gather&& gather) {
   if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_INVALID_VALUE) return;
   if (!call.active()) return;
   try {
-    if (rc == CUDA_SUCCESS) {
-      if (!map) return;
-      const uint64_t h = provenance_hash(reinterpret_cast<const uint8_t*>(map));
-      const Provenance seen = provenance_lookup(h);
-      if (seen.api == api && !seen.replaced) return;
-      provenance_record(h, {api, false});
-      EncodeArgs a = gather();
-      for (const EncodeProblem& p : encode_warnings(a)) warn_once(api, p.kind, [&] { return p.message; });
-      // A ptr-shift ragged map (FA4 SM90's varlen dK/dV) points 2^30 rows before its tensor by design: the bounds
-      // lint judges the tensor under it, whose length per sequence no map carries (one row of the ragged mode).
-      if (const DecodeResult d = decode(reinterpret_cast<const uint8_t*>(map)); d.ok())
-        if (const std::optional<RaggedTensor> r = ragged_tensor(d.view); r && r->form == Ragged::kPtrShift) {
-          a = r->tensor.encode_args();
-          a.dims[r->dim] = 1;
-        }
-      // A map built on 64-bit address wraparound (Triton's ragged descriptors) gets no bounds lint at all, nor does
-      // a template (every dim 1) whose address device code replaces before use.
-      const std::optional<ByteRange> span = map_range(a);
-      if (!a.address || !span || template_args(a)) return;
-      Range r;
-      const Allocation where = allocation_of(a.address, &r);
-      if (where == Allocation::kNotAllocated) {
-        warn_once(api, kNotAllocated, [&] {
-          return fmt::format(
-              "globalAddress 0x{:x} is not memory the CUDA driver allocated (a host, freed or foreign pointer?)",
-              a.address);
-        });
-      } else if (where == Allocation::kFound && span->end > mapped_through(r, span->end).end) {
-        warn_once(api, kBeyondAllocation, [&] {
-          return fmt::format("the map spans [0x{:x}, 0x{:x}), {} bytes past the end of its allocation [0x{:x}, 0x{:x})",
-                             span->first, span->end, span->end - r.end, r.start, r.end);
-        });
-      }
-      return;
-    }
-    const EncodeProblem p = validate_encode(gather());
-    const std::string why = p ? p.message : "no documented requirement explains it";
-    report_notice(
-        Notice::kEncodeRejected, fmt::format("{}|{}", encode_api_name(api), why),
-        fmt::format("{} returned {} ({}): {}", encode_api_name(api), static_cast<int>(rc), result_name(rc), why));
+    if (rc != CUDA_SUCCESS) return note_encode_refused(api, rc, gather());
+    if (!map) return;
+    const uint64_t h = provenance_hash(reinterpret_cast<const uint8_t*>(map));
+    const Provenance seen = provenance_lookup(h);
+    if (seen.api == api && !seen.replaced) return;
+    provenance_record(h, {api, false});
+    note_encode_accepted(api, *map, gather());
   } catch (...) {
     // Best effort: the encode result stands either way.
   }
 }
 
 }  // namespace
-
 }  // namespace tmaguard
 
 using namespace tmaguard;
