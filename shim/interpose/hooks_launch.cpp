@@ -1,6 +1,8 @@
-// tmaguard shim: the launch wrappers (cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and their _ptsz
-// forms), generated from the rows of driver/entry_points.def whose kind is a launch kind. Every launch wrapper is the
-// same three stages; only how a kind's arguments make a LaunchView differs (one function per kind, below).
+// tmaguard shim: the generated wrappers, one per row of driver/entry_points.def whose kind is a launch or a graph
+// node kind, each with the driver's exact signature (wrapper_params.h).
+//
+// Launches (cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and their _ptsz forms): every launch wrapper
+// is the same three stages; only how a kind's arguments make a LaunchView differs (one function per kind, below).
 //
 //   client --> cuLaunchKernel (ours): fast_pass(view) (memo.h, inline) --> real cuLaunchKernel (tail call)
 //                                 \-> after_fast_pass: slow_pass(view) (memo.h) --> real cuLaunchKernel (tail call)
@@ -9,8 +11,16 @@
 //
 // The stages hand each other the driver's own arguments in the same order (a tail call spills nothing), and each
 // sees them through its kind's view(), which is the arguments named: it costs nothing.
+//
+// CUDA graph kernel nodes added or updated explicitly (cuGraphAddKernelNode, cuGraph[Exec]KernelNodeSetParams,
+// cuGraphAddNode, cuGraph[Exec]NodeSetParams and their versions) are checked like launches: a replay never calls a
+// launch API, so the node's parameters (each call's last argument) are the last chance. Launches during stream capture
+// go through the launch wrappers already. A rejected node is not added (or not updated): the call returns
+// CUDA_ERROR_INVALID_VALUE without reaching the driver.
 #include "driver/driver.h"
+#include "interpose/wrapper_params.h"
 #include "launch/device_audit.h"
+#include "launch/graph_node.h"
 #include "launch/launch_check.h"
 #include "launch/memo.h"
 #include "runtime/intercept.h"
@@ -83,30 +93,45 @@ struct LaunchEntry<Id, Kind, PerThread, CUresult (*)(A...)> {
   }
 };
 
+// ---- a graph node call: its node parameters (the last argument) checked as a launch, then the driver
+
+template <typename... A>
+auto last_of(A... a) {
+  return std::get<sizeof...(A) - 1>(std::tuple<A...>(a...));
+}
+
+template <EntryId Id, typename Fn>
+struct GraphNodeEntry;
+template <EntryId Id, typename... A>
+struct GraphNodeEntry<Id, CUresult (*)(A...)> {
+  using Fn = CUresult (*)(A...);
+  static CUresult wrapper(A... a) {
+    TG_ENTER_ENTRY(Fn, Id);
+    const NodeLaunch n = node_launch(last_of(a...));
+    // Nothing to launch, or a node the driver refuses itself: the driver's answer.
+    if (n.is_kernel && n.launch.f)
+      if (const Verdict v = check_launch(call, n.launch); v != Verdict::kRun) return refused(v);
+    return real(a...);
+  }
+};
+
 }  // namespace
 }  // namespace tmaguard
 
-// ---- the exported wrappers: one per launch row of entry_points.def, with the driver's exact signature
+// ---- the exported wrappers: one per launch or graph node row of entry_points.def
 #define TG_LAUNCH_ENTRY(name, kind) ::tmaguard::LaunchEntry<::tmaguard::EntryId::name, ::tmaguard::kind, \
     ::tmaguard::per_thread_name(#name), tg_pfn_##name>
-#define TG_KIND_Launch(name)                                                                                     \
-  CUresult TG_WRAPPER(name)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,       \
-                            unsigned bz, unsigned smem, CUstream s, void** params, void** extra) {              \
-    return TG_LAUNCH_ENTRY(name, KindLaunch)::wrapper(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);        \
-  }
-#define TG_KIND_LaunchEx(name)                                                                                   \
-  CUresult TG_WRAPPER(name)(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {           \
-    return TG_LAUNCH_ENTRY(name, KindLaunchEx)::wrapper(config, f, params, extra);                              \
-  }
-#define TG_KIND_LaunchCoop(name)                                                                                 \
-  CUresult TG_WRAPPER(name)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,       \
-                            unsigned bz, unsigned smem, CUstream s, void** params) {                            \
-    return TG_LAUNCH_ENTRY(name, KindLaunchCoop)::wrapper(f, gx, gy, gz, bx, by, bz, smem, s, params);          \
-  }
+#define TG_KIND_Launch(name) TG_GENERATED_WRAPPER(name, 11, TG_LAUNCH_ENTRY(name, KindLaunch))
+#define TG_KIND_LaunchEx(name) TG_GENERATED_WRAPPER(name, 4, TG_LAUNCH_ENTRY(name, KindLaunchEx))
+#define TG_KIND_LaunchCoop(name) TG_GENERATED_WRAPPER(name, 10, TG_LAUNCH_ENTRY(name, KindLaunchCoop))
+#define TG_GRAPH_ENTRY(name) ::tmaguard::GraphNodeEntry<::tmaguard::EntryId::name, tg_pfn_##name>
+#define TG_KIND_GraphNode2(name) TG_GENERATED_WRAPPER(name, 2, TG_GRAPH_ENTRY(name))
+#define TG_KIND_GraphNode3(name) TG_GENERATED_WRAPPER(name, 3, TG_GRAPH_ENTRY(name))
+#define TG_KIND_GraphNode5(name) TG_GENERATED_WRAPPER(name, 5, TG_GRAPH_ENTRY(name))
+#define TG_KIND_GraphNode6(name) TG_GENERATED_WRAPPER(name, 6, TG_GRAPH_ENTRY(name))
 // The other kinds' wrappers are written by hand in the file each names (entry_points.def); a row with a kind not
 // listed here does not compile.
 #define TG_KIND_Encode(name)
-#define TG_KIND_GraphNode(name)
 #define TG_KIND_Lookup(name)
 #define TG_KIND_Unload(name)
 #define TG_KIND_Free(name)
