@@ -1,0 +1,204 @@
+// tmaguard core: a tensor map against a declared tensor (tensor_match.h).
+#include "tmaguard/tensor_match.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+namespace tmaguard {
+namespace {
+
+// One dim of the tensor, in bytes: what the map's dims are matched against.
+struct TensorDim {
+  int index;        // in the declaration's order
+  uint64_t stride;  // bytes
+  uint64_t extent;
+  uint64_t start = 0;  // the map's start along it
+};
+
+// One dim of the map that walks more than one element.
+struct MapDim {
+  int index;
+  uint64_t stride;  // bytes (dim 0: the element size)
+  uint64_t extent;
+};
+
+// A map dim placed on a tensor dim: at `factor` times that dim's stride.
+struct Placed {
+  const MapDim* dim;
+  uint64_t factor;
+};
+
+std::vector<TensorDim> tensor_dims(const DeclaredTensor& t) {
+  std::vector<TensorDim> dims;
+  for (int j = 0; j < t.rank; ++j)
+    if (t.shape[j] > 1 && t.strides[j] > 0)
+      dims.push_back({j, static_cast<uint64_t>(t.strides[j]) * t.element_size, static_cast<uint64_t>(t.shape[j])});
+  std::sort(dims.begin(), dims.end(), [](const TensorDim& a, const TensorDim& b) { return a.stride < b.stride; });
+  return dims;
+}
+
+std::vector<MapDim> map_dims(const TensorMapView& m) {
+  std::vector<MapDim> dims;
+  for (uint32_t i = 0; i < m.rank && i < kMaxRank; ++i) {
+    const uint64_t stride = i == 0 ? static_cast<uint64_t>(element_size(m.dtype)) : m.strides[i - 1];
+    if (m.dims[i] > 1) dims.push_back({static_cast<int>(i), stride, m.dims[i]});
+  }
+  return dims;
+}
+
+// Dims that overlap in memory (one's stride under the span of the dims inside it): the start cannot be read back as
+// coordinates, nor a walk judged.
+bool overlapping(const std::vector<TensorDim>& dims, uint32_t element_size) {
+  uint64_t span = element_size;  // from the first byte of an element to the end of the last the dims inside reach
+  for (const TensorDim& d : dims) {
+    if (d.stride < span) return true;
+    span += (d.extent - 1) * d.stride;
+  }
+  return false;
+}
+
+// The map's start as coordinates of the tensor's dims (outermost first); false when it is no element of the tensor.
+bool place_start(uint64_t offset, uint32_t element_size, std::vector<TensorDim>& dims) {
+  for (auto d = dims.rbegin(); d != dims.rend(); ++d) {
+    d->start = std::min(offset / d->stride, d->extent - 1);
+    offset -= d->start * d->stride;
+  }
+  (void)element_size;
+  return offset == 0;
+}
+
+TensorMatch mismatch(std::string why) { return {TensorFit::kMismatch, std::move(why)}; }
+
+// Places every map dim on a tensor dim: its own stride, else a multiple of one inside that dim's extent (a split).
+std::optional<std::string> place_map_dims(const std::vector<MapDim>& map, const std::vector<TensorDim>& dims,
+                                          std::vector<std::vector<Placed>>& on) {
+  for (const MapDim& m : map) {
+    bool placed = false;
+    for (std::size_t j = 0; j < dims.size() && !placed; ++j)
+      if (m.stride == dims[j].stride) on[j].push_back({&m, 1}), placed = true;
+    for (std::size_t j = dims.size(); j-- > 0 && !placed;) {
+      const uint64_t f = m.stride / dims[j].stride;
+      if (m.stride % dims[j].stride == 0 && f > 1 && f < dims[j].extent) on[j].push_back({&m, f}), placed = true;
+    }
+    if (!placed) return fmt::format("map dim {}'s stride, {} bytes, walks none of the tensor's dims", m.index, m.stride);
+  }
+  return std::nullopt;
+}
+
+// How far tensor dim j's coordinate can reach from its start when dims j+1.. are contiguous with it and walked by
+// nothing else (a merge): the merged extent, and the last dim merged.
+uint64_t merged_room(const std::vector<TensorDim>& dims, const std::vector<std::vector<Placed>>& on, std::size_t j,
+                     uint64_t need, std::size_t* last) {
+  uint64_t extent = dims[j].extent, at = dims[j].start;  // the merged dim's extent and the map's start along it
+  std::size_t k = j;
+  while (extent - at < need && k + 1 < dims.size() && on[k + 1].empty() &&
+         dims[k + 1].stride == dims[k].stride * dims[k].extent) {
+    ++k;
+    at += dims[k].start * extent;
+    extent *= dims[k].extent;
+  }
+  *last = k;
+  return extent - at;
+}
+
+// The map dims placed on tensor dim j: a slice, a split of it (factors 1, d1, d1*d2, ...) or, for one map dim, a
+// merge with the dims contiguous above it.
+std::optional<std::string> check_tensor_dim(const std::vector<TensorDim>& dims, std::vector<std::vector<Placed>>& on,
+                                            std::size_t j, const DeclaredTensor& t) {
+  std::vector<Placed>& p = on[j];
+  std::sort(p.begin(), p.end(), [](const Placed& a, const Placed& b) { return a.factor < b.factor; });
+  uint64_t expect = 1;
+  for (const Placed& x : p) {
+    if (x.factor != expect)
+      return fmt::format("map dim {}'s stride, {} bytes, walks dim {} of the tensor in steps of {} elements of it",
+                         x.dim->index, x.dim->stride, dims[j].index, x.factor);
+    expect *= x.dim->extent;
+  }
+  const uint64_t need = expect;  // the coordinates the map walks along this dim
+  std::size_t last = j;
+  const uint64_t room = p.size() == 1 ? merged_room(dims, on, j, need, &last) : dims[j].extent - dims[j].start;
+  if (need <= room) {
+    for (std::size_t k = j + 1; k <= last; ++k) on[k].push_back({nullptr, 0});  // merged: walked by no other dim
+    return std::nullopt;
+  }
+  const int mapdim = p.back().dim->index;
+  return fmt::format("map dim {} walks {} elements along dim {} of the tensor from index {}, past its end (size {})",
+                     mapdim, need, dims[j].index, dims[j].start, t.shape[dims[j].index]);
+}
+
+}  // namespace
+
+std::string declaration_problem(const DeclaredTensor& t) {
+  if (t.rank < 0 || t.rank > kMaxDeclaredRank) return fmt::format("rank {} (at most {})", t.rank, kMaxDeclaredRank);
+  if (t.element_size == 0 || t.element_size > 16) return fmt::format("element size {} bytes", t.element_size);
+  for (int j = 0; j < t.rank; ++j)
+    if (t.shape[j] < 0 || t.strides[j] < 0)
+      return fmt::format("dim {} has extent {} and stride {} (neither may be negative)", j, t.shape[j], t.strides[j]);
+  unsigned __int128 last = 0;
+  for (int j = 0; j < t.rank; ++j)
+    if (t.shape[j] > 0) last += static_cast<unsigned __int128>(t.shape[j] - 1) * static_cast<uint64_t>(t.strides[j]);
+  if ((last + 1) * t.element_size + t.data > ~uint64_t{0}) return "its elements would run past the end of memory";
+  return "";
+}
+
+uint64_t tensor_span(const DeclaredTensor& t) {
+  uint64_t last = 0;
+  for (int j = 0; j < t.rank && j < kMaxDeclaredRank; ++j) {
+    if (t.shape[j] == 0) return 0;
+    last += static_cast<uint64_t>(t.shape[j] - 1) * static_cast<uint64_t>(t.strides[j]);
+  }
+  return (last + 1) * t.element_size;
+}
+
+bool points_into(uint64_t address, const DeclaredTensor& t) {
+  return address >= t.data && address - t.data < tensor_span(t);
+}
+
+TensorMatch match_tensor(const TensorMapView& map, const DeclaredTensor& t) {
+  if (map.kind != MapKind::kTiled) return {TensorFit::kNotJudged, "only tiled maps are compared with tensors"};
+  if (static_cast<uint32_t>(element_size(map.dtype)) != t.element_size)
+    return {TensorFit::kNotJudged, fmt::format("the map's elements are {} bytes, the tensor's {}",
+                                               element_size(map.dtype), t.element_size)};
+  std::vector<TensorDim> dims = tensor_dims(t);
+  if (overlapping(dims, t.element_size)) return {TensorFit::kNotJudged, "the tensor's dims overlap in memory"};
+  if (!points_into(map.address, t) || !place_start(map.address - t.data, t.element_size, dims))
+    return mismatch(fmt::format("the map starts at 0x{:x}, which is no element of the tensor", map.address));
+  const std::vector<MapDim> walk = map_dims(map);
+  std::vector<std::vector<Placed>> on(dims.size());
+  if (auto why = place_map_dims(walk, dims, on)) return mismatch(*why);
+  for (std::size_t j = 0; j < dims.size(); ++j) {
+    const bool merged = !on[j].empty() && on[j].front().dim == nullptr;
+    if (merged && on[j].size() > 1)
+      return mismatch(fmt::format("dim {} of the tensor is both merged into another map dim and walked by its own",
+                                  dims[j].index));
+    if (merged || on[j].empty()) continue;
+    if (auto why = check_tensor_dim(dims, on, j, t)) return mismatch(*why);
+  }
+  return {TensorFit::kDescribes, ""};
+}
+
+std::string describe_tensor(const DeclaredTensor& t) {
+  const int rank = std::clamp(t.rank, 0, kMaxDeclaredRank);
+  const std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + rank);
+  const std::vector<int64_t> strides(t.strides.begin(), t.strides.begin() + rank);
+  return fmt::format("{} (shape [{}], strides [{}] elements, {}-byte elements, at 0x{:x})",
+                     std::string(t.name, strnlen(t.name, kDeclaredNameBytes)), fmt::join(shape, ", "),
+                     fmt::join(strides, ", "), t.element_size, t.data);
+}
+
+std::string describe_map_walk(const TensorMapView& map) {
+  std::vector<uint64_t> dims, strides;
+  for (uint32_t i = 0; i < map.rank && i < kMaxRank; ++i) {
+    dims.push_back(map.dims[i]);
+    strides.push_back(i == 0 ? static_cast<uint64_t>(element_size(map.dtype)) : map.strides[i - 1]);
+  }
+  return fmt::format("dims [{}], byte strides [{}] (innermost first), at 0x{:x}", fmt::join(dims, ", "),
+                     fmt::join(strides, ", "), map.address);
+}
+
+}  // namespace tmaguard

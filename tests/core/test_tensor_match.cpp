@@ -1,0 +1,133 @@
+// A tensor map against the caller's tensor (tensor_match.h): the right map of a view, the map built from its shape as
+// if it were contiguous, slices, merges, splits, and what cannot be compared.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <initializer_list>
+#include <vector>
+
+#include "tmaguard/tensor_match.h"
+
+namespace tmaguard {
+namespace {
+
+constexpr uint64_t kBase = 0x7f0000000000;
+
+DeclaredTensor tensor(const char* name, std::vector<int64_t> shape, std::vector<int64_t> strides, uint32_t es = 2,
+                      uint64_t data = kBase) {
+  DeclaredTensor t;
+  std::strncpy(t.name, name, sizeof t.name - 1);
+  t.data = data;
+  t.rank = static_cast<int>(shape.size());
+  for (std::size_t j = 0; j < shape.size(); ++j) t.shape[j] = shape[j], t.strides[j] = strides[j];
+  t.element_size = es;
+  return t;
+}
+
+// A tiled map, dims innermost first; `strides`: the byte strides of dims 1.. (dim 0's is the element size).
+TensorMapView map(std::vector<uint64_t> dims, std::vector<uint64_t> strides, uint64_t address = kBase,
+                  DataType dtype = DataType::kF16) {
+  TensorMapView v;
+  v.kind = MapKind::kTiled;
+  v.dtype = dtype;
+  v.rank = static_cast<uint32_t>(dims.size());
+  v.address = address;
+  for (std::size_t i = 0; i < dims.size(); ++i) v.dims[i] = dims[i];
+  for (std::size_t i = 0; i < strides.size(); ++i) v.strides[i] = strides[i];
+  return v;
+}
+
+TensorFit fit(const TensorMapView& m, const DeclaredTensor& t) { return match_tensor(m, t).fit; }
+
+// (B, H, S, D) = (2, 4, 128, 64) contiguous, seen as (B, S, H, D) through transpose(1, 2).
+const DeclaredTensor kTransposed = tensor("q", {2, 128, 4, 64}, {32768, 64, 8192, 1});
+
+TEST(TensorMatch, AViewsMapBuiltFromItsRealStridesDescribesIt) {
+  EXPECT_EQ(fit(map({64, 4, 128, 2}, {16384, 128, 65536}), kTransposed), TensorFit::kDescribes);
+  const DeclaredTensor contiguous = tensor("q", {2, 128, 4, 64}, {32768, 256, 64, 1});
+  EXPECT_EQ(fit(map({64, 4, 128, 2}, {128, 512, 65536}), contiguous), TensorFit::kDescribes);
+}
+
+TEST(TensorMatch, AMapBuiltFromTheShapeAsIfContiguousIsAMismatch) {
+  const TensorMatch m = match_tensor(map({64, 4, 128, 2}, {128, 512, 65536}), kTransposed);
+  EXPECT_EQ(m.fit, TensorFit::kMismatch);
+  EXPECT_NE(m.why.find("map dim 2"), std::string::npos) << m.why;
+}
+
+TEST(TensorMatch, AnExtentPastTheTensorIsAMismatch) {
+  const TensorMatch m = match_tensor(map({64, 4, 128, 3}, {16384, 128, 65536}), kTransposed);
+  EXPECT_EQ(m.fit, TensorFit::kMismatch);
+  EXPECT_NE(m.why.find("past its end"), std::string::npos) << m.why;
+  EXPECT_EQ(fit(map({65, 4, 128, 2}, {16384, 128, 65536}), kTransposed), TensorFit::kMismatch);
+}
+
+TEST(TensorMatch, ASliceDescribesItsTensorUntilItRunsPastTheEnd) {
+  const uint64_t at = kBase + 10 * 128;  // q[:, 10:]
+  EXPECT_EQ(fit(map({64, 4, 100, 2}, {16384, 128, 65536}, at), kTransposed), TensorFit::kDescribes);
+  EXPECT_EQ(fit(map({64, 4, 118, 2}, {16384, 128, 65536}, at), kTransposed), TensorFit::kDescribes);
+  EXPECT_EQ(fit(map({64, 4, 119, 2}, {16384, 128, 65536}, at), kTransposed), TensorFit::kMismatch);
+  EXPECT_EQ(fit(map({32, 2}, {16384}, kBase + 2 * 16384 + 64), kTransposed), TensorFit::kDescribes);
+}
+
+TEST(TensorMatch, AMergeOfContiguousDimsDescribesItAndOfPaddedOnesDoesNot) {
+  const DeclaredTensor contiguous = tensor("k", {2, 128, 64}, {8192, 64, 1});
+  EXPECT_EQ(fit(map({64, 256}, {128}), contiguous), TensorFit::kDescribes);   // (B*S, D)
+  EXPECT_EQ(fit(map({8192, 2}, {16384}), contiguous), TensorFit::kDescribes);  // (B, S*D)
+  EXPECT_EQ(fit(map({64, 257}, {128}), contiguous), TensorFit::kMismatch);
+  const DeclaredTensor padded = tensor("k", {2, 128, 64}, {12000, 80, 1});
+  EXPECT_EQ(fit(map({64, 128, 2}, {160, 24000}), padded), TensorFit::kDescribes);
+  EXPECT_EQ(fit(map({64, 256}, {160}), padded), TensorFit::kMismatch) << "the batch rows are not contiguous";
+  EXPECT_EQ(fit(map({80, 128, 2}, {160, 24000}), padded), TensorFit::kMismatch) << "a row's padding is no element";
+}
+
+TEST(TensorMatch, ASplitOfOneDimDescribesItAndAStridedPickDoesNot) {
+  const DeclaredTensor q = tensor("q", {128, 8, 64}, {512, 64, 1});  // (S, H, D): H split as (Hkv, group)
+  EXPECT_EQ(fit(map({64, 2, 4, 128}, {128, 256, 1024}), q), TensorFit::kDescribes);
+  EXPECT_EQ(fit(map({64, 2, 4, 128}, {128, 512, 1024}), q), TensorFit::kMismatch);
+  EXPECT_EQ(fit(map({64, 4, 128}, {256, 1024}), q), TensorFit::kMismatch) << "every other head is no slice";
+}
+
+TEST(TensorMatch, AStartThatIsNoElementIsAMismatch) {
+  const DeclaredTensor padded = tensor("k", {128, 64}, {80, 1});
+  EXPECT_EQ(fit(map({8, 4}, {160}, kBase + 70 * 2), padded), TensorFit::kMismatch);
+  EXPECT_EQ(fit(map({8, 4}, {160}, kBase + 50 * 2), padded), TensorFit::kDescribes);
+}
+
+TEST(TensorMatch, WhatCannotBeComparedIsNotJudged) {
+  EXPECT_EQ(fit(map({64, 4, 128, 2}, {16384, 128, 65536}, kBase, DataType::kF32), kTransposed),
+            TensorFit::kNotJudged);
+  TensorMapView im2col = map({64, 4, 128, 2}, {16384, 128, 65536});
+  im2col.kind = MapKind::kIm2col;
+  EXPECT_EQ(fit(im2col, kTransposed), TensorFit::kNotJudged);
+  const DeclaredTensor overlapping = tensor("x", {4, 4}, {1, 2});
+  EXPECT_EQ(fit(map({4, 4}, {4}), overlapping), TensorFit::kNotJudged);
+}
+
+// What no check can tell: with two dims of one extent, the map that swaps them walks the tensor's own dims.
+TEST(TensorMatch, ASwapOfTwoDimsOfOneExtentIsAReordering) {
+  const DeclaredTensor square = tensor("q", {2, 4, 4, 64}, {1024, 64, 256, 1});
+  EXPECT_EQ(fit(map({64, 4, 4, 2}, {128, 512, 2048}), square), TensorFit::kDescribes);
+}
+
+TEST(TensorMatch, ADeclarationIsCheckedAndDescribed) {
+  EXPECT_EQ(declaration_problem(kTransposed), "");
+  DeclaredTensor bad = kTransposed;
+  bad.strides[1] = -64;
+  EXPECT_NE(declaration_problem(bad).find("negative"), std::string::npos);
+  bad = kTransposed;
+  bad.rank = 9;
+  EXPECT_NE(declaration_problem(bad).find("rank 9"), std::string::npos);
+  bad = kTransposed;
+  bad.element_size = 0;
+  EXPECT_NE(declaration_problem(bad), "");
+  EXPECT_EQ(tensor_span(kTransposed), 2u * 128 * 4 * 64 * 2);
+  EXPECT_TRUE(points_into(kBase + 100, kTransposed));
+  EXPECT_FALSE(points_into(kBase + 65536 * 2, kTransposed));
+  EXPECT_EQ(describe_tensor(kTransposed),
+            "q (shape [2, 128, 4, 64], strides [32768, 64, 8192, 1] elements, 2-byte elements, at 0x7f0000000000)");
+  EXPECT_EQ(describe_map_walk(map({64, 4}, {16384})),
+            "dims [64, 4], byte strides [2, 16384] (innermost first), at 0x7f0000000000");
+}
+
+}  // namespace
+}  // namespace tmaguard
