@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks the hygiene of the built preloaded library, the failures it prevents in brackets:
-#  - exports = the TG_ENTRY rows of shim/driver/entry_points.def + dlsym   [our symbols hijacking the host's]
+#  - exports = the TG_ENTRY rows of shim/driver/entry_points.def + dlsym + the TG_API rows of shim/interpose/api.def
+#                                                                     [our symbols hijacking the host's]
 #  - NEEDED within libc/libm/libdl/libpthread/ld-linux              [libstdc++/spdlog/fmt/libcuda pulled into every process]
 #  - .init_array holds the toolchain's entries and tmaguard's one      [work at load time in processes that never use CUDA]
 #    note of stderr and the working directory (shim/runtime/at_load.cpp)
@@ -12,10 +13,12 @@ fail=0
 pass() { echo "[PASS] $*"; }
 bad() { echo "[FAIL] $*"; fail=1; }
 
-want=$( (grep -oE '^TG_ENTRY\([A-Za-z0-9_]+' "$def" | sed 's/TG_ENTRY(//'; echo dlsym) | sort)
+api="$(dirname "$def")/../interpose/api.def"  # tmaguard's own functions (include/tmaguard/declare.h)
+want=$( (grep -oE '^TG_ENTRY\([A-Za-z0-9_]+' "$def" | sed 's/TG_ENTRY(//'; echo dlsym
+         grep -oE '^TG_API\([A-Za-z0-9_]+' "$api" | sed 's/TG_API(//') | sort)
 have=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sed 's/@.*//' | sort)
 if [ "$want" = "$have" ]; then pass "exports are exactly the $(echo "$want" | wc -l) declared entry points"
-else bad "exports differ from entry_points.def + dlsym:"; diff <(echo "$want") <(echo "$have") | sed 's/^/    /'
+else bad "exports differ from entry_points.def + dlsym + api.def:"; diff <(echo "$want") <(echo "$have") | sed 's/^/    /'
      echo "    fix: export only through the generated version script; keep -fvisibility=hidden"; fi
 
 needed=$(readelf -d "$lib" | awk '/NEEDED/ {print $NF}' | tr -d '[]')

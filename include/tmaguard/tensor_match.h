@@ -8,6 +8,10 @@
 #include <cstdint>
 #include <string>
 
+#include <optional>
+#include <string_view>
+
+#include "tmaguard/finding.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
@@ -53,6 +57,13 @@ struct TensorMatch {
 //! extent past the tensor's end, or a start that is no element of the tensor is a mismatch. A reordering of dims is
 //! fine: when two dims have the same extent, a map that swaps them cannot be told from a transposed view's right map.
 TensorMatch match_tensor(const TensorMapView& map, const DeclaredTensor& t);
+
+//! The finding for a decoded map whose global address lies inside one or more of the `n` declared tensors and that
+//! describes none of them (map-tensor-mismatch, naming the tensor: the one whose data pointer is the map's address, else
+//! the first declared); nullopt for a map into no declared tensor, or one that describes (or cannot be compared with)
+//! one it points into (q, k and v sliced from one buffer lie inside each other's bytes).
+std::optional<Finding> tensor_finding(std::string_view kernel, const TensorMapParam& map, const DeclaredTensor* tensors,
+                                      std::size_t n);
 
 //! The tensor as a report shows it: `q (shape [2, 128, 4, 64], strides [32768, 64, 8192, 1], 2-byte elements)`.
 std::string describe_tensor(const DeclaredTensor& t);

@@ -126,9 +126,11 @@ std::optional<std::string> check_tensor_dim(const std::vector<TensorDim>& dims, 
     for (std::size_t k = j + 1; k <= last; ++k) on[k].push_back({nullptr, 0});  // merged: walked by no other dim
     return std::nullopt;
   }
-  const int mapdim = p.back().dim->index;
-  return fmt::format("map dim {} walks {} elements along dim {} of the tensor from index {}, past its end (size {})",
-                     mapdim, need, dims[j].index, dims[j].start, t.shape[dims[j].index]);
+  std::vector<int> walking;
+  for (const Placed& x : p) walking.push_back(x.dim->index);
+  return fmt::format("map dim{} {} walk{} {} elements along dim {} of the tensor from index {}, past its end (size {})",
+                     walking.size() > 1 ? "s" : "", fmt::join(walking, " and "), walking.size() > 1 ? "" : "s", need,
+                     dims[j].index, dims[j].start, t.shape[dims[j].index]);
 }
 
 }  // namespace
@@ -180,6 +182,30 @@ TensorMatch match_tensor(const TensorMapView& map, const DeclaredTensor& t) {
     if (auto why = check_tensor_dim(dims, on, j, t)) return mismatch(*why);
   }
   return {TensorFit::kDescribes, ""};
+}
+
+std::optional<Finding> tensor_finding(std::string_view kernel, const TensorMapParam& map, const DeclaredTensor* tensors,
+                                      std::size_t n) {
+  if (!map.decoded.ok()) return std::nullopt;
+  const TensorMapView& v = map.decoded.view;
+  const DeclaredTensor* named = nullptr;
+  std::string why;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!points_into(v.address, tensors[i])) continue;
+    const TensorMatch m = match_tensor(v, tensors[i]);
+    if (m.fit != TensorFit::kMismatch) return std::nullopt;
+    if (!named || (tensors[i].data == v.address && named->data != v.address)) named = &tensors[i], why = m.why;
+  }
+  if (!named) return std::nullopt;
+  const std::string name(named->name, strnlen(named->name, kDeclaredNameBytes));
+  Finding f = make_finding(FindingId::kMapTensorMismatch, kernel, name, &map);
+  f.expected = fmt::format("a map that walks {}'s own elements: {}", name, describe_tensor(*named));
+  f.observed = fmt::format("map {}: {}", describe_map_walk(v), why);
+  f.hint = fmt::format(
+      "the map was built for other memory than {} (from its shape as if it were contiguous, or from a compact layout "
+      "over a view): build it from the tensor's own strides (tensor.stride()), or pass tensor.contiguous()",
+      name);
+  return f;
 }
 
 std::string describe_tensor(const DeclaredTensor& t) {

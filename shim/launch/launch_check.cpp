@@ -18,6 +18,7 @@
 #include "driver/device_arch.h"
 #include "runtime/intercept.h"
 #include "launch/census.h"
+#include "launch/declared.h"
 #include "launch/device_audit.h"
 #include "launch/kernel_table.h"
 #include "launch/memo.h"
@@ -26,6 +27,7 @@
 #include "runtime/runtime.h"
 #include "core/launch_key.h"
 #include "tmaguard/judge.h"
+#include "tmaguard/tensor_match.h"
 #include "tmaguard/report.h"
 
 namespace tmaguard {
@@ -86,7 +88,7 @@ bool collect(const LaunchView& launch, Collected& c) {
   c.hashes.resize(n);
   for (std::size_t i = 0; i < n; ++i) c.bytes[i] = args.map(k.layout, k.maps[i]);
   return launch_key(
-      kernel_identity(c.kernel), g_hash_key, n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
+      c.entry->identity, g_hash_key, n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
 }
 
 // The maps this launch must judge, decoded as their places demand (KernelInfo::evidence). A kernel without rules
@@ -165,12 +167,16 @@ Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
   }
   std::vector<std::size_t> slots;
   std::vector<bool> known_clean;
+  const DeclaredSet declared = declared_tensors();  // every map is compared with them, passed before or not
   const std::vector<TensorMapParam> maps =
-      decode_needed(c, inspecting || !c.kernel->rules.empty(), slots, known_clean);
+      decode_needed(c, inspecting || !c.kernel->rules.empty() || !declared.empty(), slots, known_clean);
   bump(t.maps_decoded, static_cast<uint64_t>(std::count_if(maps.begin(), maps.end(),
                                                            [](const TensorMapParam& m) { return m.decoded.ok(); })));
   if (inspecting) inspect(c.kernel, launch.geom, maps, slots, c);
   Judgement j = judge_launch(rules(), c.kernel->rules, c.kernel->name, maps, current_arch(), &known_clean);
+  for (const TensorMapParam& m : maps)
+    if (auto f = declared.empty() ? std::nullopt : tensor_finding(c.kernel->name, m, declared.tensors, declared.count))
+      j.findings.push_back(std::move(*f));
   return report(c, maps, slots, known_clean, j);
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/counters.h"
+#include "launch/declared.h"
 #include "launch/device_audit.h"
 
 namespace tmaguard {
@@ -127,9 +128,14 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
   e = MemoEntry{};
   e.f = f;
   e.info = info;
-  e.identity = kernel_identity(info);
+  e.identity = kernel_identity(info) ^ declared_seed();
   fill(e, *info);
   return e;
+}
+
+void forget_this_threads_entries() {
+  std::memset(static_cast<void*>(t_memo.entries), 0, sizeof t_memo.entries);
+  forget_keys(nullptr);
 }
 
 bool is_clean_key(const MemoEntry& e, uint64_t key) {

@@ -54,7 +54,9 @@ struct alignas(64) MemoEntry {
                            // an entry with 1..kCopiedMaps maps, the entry's CleanBlock holds that launch's map bytes
   uint64_t watch_mask;     // the kernel's watched places, all in parameter `watch_param`: bit i is the place at
                            // offset 64 * i (0: none)
-  uint64_t identity;       // kernel_identity(info), kept here so that a keyed repeat reads no line of the KernelInfo
+  uint64_t identity;       // what the entry's launch keys start from: kernel_identity(info), with the thread's
+                           // declared tensors folded in (declared.h), kept here so that a keyed repeat reads no line
+                           // of the KernelInfo
   MapsAt at;
   uint8_t count;
   uint8_t watch_param;
@@ -93,6 +95,9 @@ extern thread_local MemoThread t_memo __attribute__((tls_model("initial-exec")))
 //! it waited for readable bytes or a watched place now holds a map (kernel_table.h: needs_new_search). `args`: the
 //! launch's parameters, nullptr when none are readable.
 MemoEntry& entry(CUfunction f, const LaunchArgs* args);
+//! Forgets every entry of this thread and its clean keys (its declared tensors changed: declared.h); the next launch
+//! of each kernel makes its entry afresh.
+void forget_this_threads_entries();
 //! Whether a launch with this key is known clean: the entry's last clean key, or one any thread found.
 bool is_clean_key(const MemoEntry& e, uint64_t key);
 //! A launch found clean (or known clean by its key): its key becomes the entry's last clean key and one of its

@@ -93,5 +93,6 @@ const std::vector<Scenario>& device_scenarios();
 const std::vector<Scenario>& evidence_scenarios();
 const std::vector<Scenario>& round5_scenarios();
 const std::vector<Scenario>& fleet_scenarios();
+const std::vector<Scenario>& tensor_scenarios();
 
 }  // namespace client

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "tmaguard/tensor_match.h"
@@ -51,7 +52,7 @@ TEST(TensorMatch, AViewsMapBuiltFromItsRealStridesDescribesIt) {
 TEST(TensorMatch, AMapBuiltFromTheShapeAsIfContiguousIsAMismatch) {
   const TensorMatch m = match_tensor(map({64, 4, 128, 2}, {128, 512, 65536}), kTransposed);
   EXPECT_EQ(m.fit, TensorFit::kMismatch);
-  EXPECT_NE(m.why.find("map dim 2"), std::string::npos) << m.why;
+  EXPECT_NE(m.why.find("map dims 1 and 2 walk 512 elements along dim 1"), std::string::npos) << m.why;
 }
 
 TEST(TensorMatch, AnExtentPastTheTensorIsAMismatch) {
@@ -127,6 +128,37 @@ TEST(TensorMatch, ADeclarationIsCheckedAndDescribed) {
             "q (shape [2, 128, 4, 64], strides [32768, 64, 8192, 1] elements, 2-byte elements, at 0x7f0000000000)");
   EXPECT_EQ(describe_map_walk(map({64, 4}, {16384})),
             "dims [64, 4], byte strides [2, 16384] (innermost first), at 0x7f0000000000");
+}
+
+TensorMapParam param(const TensorMapView& v, uint32_t index) {
+  TensorMapParam m;
+  m.place = {index, 0};
+  m.decoded.view = v;
+  return m;
+}
+
+// q, k and v sliced from one fused QKV buffer (B, S, 3, H, D): each lies inside the others' bytes, and a map is judged
+// against every tensor it points into; the finding names the one whose data pointer is the map's address.
+TEST(TensorMatch, AFindingNamesTheTensorTheMapStartsAtAndAnyTensorThatFitsClearsIt) {
+  const int64_t s = 3 * 4 * 64;  // a token's stride
+  const DeclaredTensor qkv[] = {tensor("q", {2, 128, 4, 64}, {128 * s, s, 64, 1}, 2, kBase),
+                                tensor("k", {2, 128, 4, 64}, {128 * s, s, 64, 1}, 2, kBase + 4 * 64 * 2),
+                                tensor("v", {2, 128, 4, 64}, {128 * s, s, 64, 1}, 2, kBase + 8 * 64 * 2)};
+  const uint64_t token = s * 2;
+  const TensorMapView right_k = map({64, 4, 128, 2}, {128, token, 128 * token}, qkv[1].data);
+  EXPECT_FALSE(tensor_finding("kern", param(right_k, 1), qkv, 3)) << "k's own map drew a finding";
+  const TensorMapView packed_k = map({64, 4, 128, 2}, {128, 512, 65536}, qkv[1].data);  // as if k were contiguous
+  const std::optional<Finding> f = tensor_finding("kern", param(packed_k, 1), qkv, 3);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->rule, "map-tensor-mismatch");
+  EXPECT_EQ(f->severity, Severity::kError);
+  EXPECT_EQ(f->tensor, "k");
+  EXPECT_EQ(f->place->param, 1u);
+  EXPECT_NE(f->expected.find("shape [2, 128, 4, 64], strides [98304, 768, 64, 1]"), std::string::npos) << f->expected;
+  EXPECT_NE(f->observed.find("byte strides [2, 128, 512, 65536]"), std::string::npos) << f->observed;
+  const TensorMapView elsewhere = map({64}, {}, kBase + 0x100000000);
+  EXPECT_FALSE(tensor_finding("kern", param(elsewhere, 0), qkv, 3)) << "a map into no declared tensor is not judged";
+  EXPECT_FALSE(tensor_finding("kern", param(packed_k, 1), qkv, 0));
 }
 
 }  // namespace

@@ -1,0 +1,72 @@
+// Real processes with libtmaguard.so preloaded: tensor maps against the tensors the job declared
+// (include/tmaguard/declare.h). q is a transposed view; a map built from its shape as if it were contiguous points
+// at q's bytes, is accepted by the driver and is well formed: only the declaration shows it is wrong.
+#include <gtest/gtest.h>
+
+#include "client_run.h"
+
+namespace {
+
+std::vector<json> mismatches(const ClientRun& r) {
+  std::vector<json> out;
+  for (const json& v : r.events("violation"))
+    if (v.value("rule", "") == "map-tensor-mismatch") out.push_back(v);
+  return out;
+}
+
+ClientRun run(const char* scenario, const char* mode = "reject") {
+  return run_client({"getproc", "launch", scenario}, {{"TMAGUARD_MODE", mode}});
+}
+
+TEST(Tensors, AViewsRightMapRunsAndItsShapeBuiltMapIsStoppedNamingTheTensor) {
+  const ClientRun right = run("declared_right");
+  EXPECT_NE(right.p.out.find("TENSORS right ran=1"), std::string::npos) << describe(right);
+  EXPECT_TRUE(mismatches(right).empty()) << describe(right);
+
+  const ClientRun shape = run("declared_shape");
+  EXPECT_NE(shape.p.out.find("TENSORS shape ran=0"), std::string::npos) << describe(shape);
+  const std::vector<json> found = mismatches(shape);
+  ASSERT_EQ(found.size(), 1u) << describe(shape);
+  EXPECT_EQ(found[0]["tensor"], "q") << found[0].dump();
+  EXPECT_EQ(found[0]["action"], "reject") << found[0].dump();
+  EXPECT_NE(found[0]["expected"].get<std::string>().find("shape [2, 128, 4, 64], strides [32768, 64, 8192, 1]"),
+            std::string::npos)
+      << found[0].dump();
+  EXPECT_NE(found[0]["observed"].get<std::string>().find("byte strides [2, 128, 512, 65536]"), std::string::npos)
+      << found[0].dump();
+}
+
+TEST(Tensors, AMapPastTheDeclaredTensorIsStopped) {
+  const ClientRun r = run("declared_past");
+  EXPECT_NE(r.p.out.find("TENSORS past ran=0"), std::string::npos) << describe(r);
+  ASSERT_EQ(mismatches(r).size(), 1u) << describe(r);
+  EXPECT_NE(mismatches(r)[0]["observed"].get<std::string>().find("past its end"), std::string::npos) << describe(r);
+}
+
+TEST(Tensors, WithoutADeclarationOrAfterItEndedAMapIsJudgedAsBefore) {
+  for (const char* scenario : {"undeclared_shape", "ended_shape"}) {
+    const ClientRun r = run(scenario);
+    EXPECT_NE(r.p.out.find("ran=1"), std::string::npos) << scenario << "\n" << describe(r);
+    EXPECT_TRUE(mismatches(r).empty()) << scenario << "\n" << describe(r);
+    EXPECT_EQ(r.failed, 0) << scenario << "\n" << describe(r);
+  }
+}
+
+// A clean map is judged once under a declaration (the repeat passes by the memo), and the memo never lets a map
+// that was clean undeclared pass a declaration it contradicts.
+TEST(Tensors, ARepeatUnderTheSameDeclarationIsRememberedAndAnotherMapStillJudged) {
+  const ClientRun r = run("declared_twice");
+  EXPECT_NE(r.p.out.find("TENSORS twice right_ran=2 shape_ran=0"), std::string::npos) << describe(r);
+  ASSERT_EQ(mismatches(r).size(), 1u) << describe(r);
+  ASSERT_EQ(r.events("summary").size(), 1u) << describe(r);
+}
+
+// Abort mode stops the job at the first mismatch, as at any other error.
+TEST(Tensors, AbortModeAbortsOnAMismatch) {
+  const ClientRun r = run("declared_shape", "abort");
+  EXPECT_TRUE(r.p.signaled || r.p.code != 0) << describe(r);
+  EXPECT_EQ(r.p.out.find("TENSORS shape ran=1"), std::string::npos) << describe(r);
+  EXPECT_EQ(mismatches(r).size(), 1u) << describe(r);
+}
+
+}  // namespace
