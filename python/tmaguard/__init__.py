@@ -7,13 +7,22 @@ The command is the same as the installed tree's (`tmaguard -- CMD`, `inspect`, `
     env = tmaguard.environment(mode="reject", log="/tmp/tg.%p.jsonl", json=True)
     subprocess.run(["python", "train.py"], env=env)
     records = tmaguard.read_log("/tmp/tg.1234.jsonl")
+
+Inside a guarded job, the tensors a call hands to its kernels can be declared, so that every tensor map pointing into
+one is judged against the tensor itself (`tmaguard.torch.watch()` does it for FlashAttention-4's calls):
+
+    with tmaguard.declared(q=q, k=k, v=v, out=o):
+        attention(q, k, v, out=o)
 """
 import json as _json
 import os
 import subprocess
 import sys
 
-__all__ = ["install_dir", "library_path", "command", "environment", "preload_problem", "PreloadError", "read_log"]
+from tmaguard._declare import declared
+
+__all__ = ["install_dir", "library_path", "command", "environment", "preload_problem", "PreloadError", "read_log",
+           "declared"]
 
 MODES = ("abort", "reject", "log", "inspect", "off")
 

@@ -8,6 +8,8 @@
 //   undeclared_shape    the shape-built map, nothing declared: judged as before (it runs)
 //   ended_shape         declared, the declaration ended, then the shape-built map: as undeclared
 //   declared_twice      the right map launched twice under the same declaration, then the shape-built one
+//   q_right, q_shape, q_past   the three maps launched without a declaration of their own (the Python job declares
+//                      q around them: tests/python/declared_job.py)
 #include <cstdio>
 #include <cstdint>
 
@@ -59,6 +61,9 @@ int declared_past() {
   return launch_one(right_map(kB + 1), "past");
 }
 int undeclared_shape() { return launch_one(shape_map(), "undeclared"); }
+int q_right() { return launch_one(right_map(), "right"); }
+int q_shape() { return launch_one(shape_map(), "shape"); }
+int q_past() { return launch_one(right_map(kB + 1), "past"); }
 int ended_shape() {
   declare_q();
   tmaguard_end();
@@ -81,6 +86,7 @@ const std::vector<Scenario>& tensor_scenarios() {
   static const std::vector<Scenario> v = {
       {"declared_right", declared_right},   {"declared_shape", declared_shape}, {"declared_past", declared_past},
       {"undeclared_shape", undeclared_shape}, {"ended_shape", ended_shape},     {"declared_twice", declared_twice},
+      {"q_right", q_right},                   {"q_shape", q_shape},             {"q_past", q_past},
   };
   return v;
 }

@@ -1,4 +1,5 @@
 """The wheel's Python API (python/tmaguard): the environment a launcher gives a child, and reading a JSON log."""
+import contextlib
 import json
 import os
 import sys
@@ -199,6 +200,81 @@ class FromASourceTree(unittest.TestCase):
             env = tmaguard.environment(mode="log", base={"PATH": "/bin:/usr/bin"})
         self.assertEqual(os.path.realpath(env["LD_PRELOAD"]), os.path.realpath(BUILT))
 
+
+
+class Declared(unittest.TestCase):
+    """tmaguard.declared and tmaguard.torch.watch, without the library (ctest's python_api does not preload it; the
+    preloaded path is tests/shim/test_tensors.cpp's)."""
+
+    def test_a_tensor_is_read_through_its_methods_or_an_array_interface(self):
+        class Torchlike:
+            shape = (2, 3)
+
+            def data_ptr(self):
+                return 4096
+
+            def stride(self):
+                return (1, 2)
+
+            def element_size(self):
+                return 4
+
+        self.assertEqual(tmaguard._declare.metadata(Torchlike()), (4096, (2, 3), (1, 2), 4))
+
+        class Contiguous:
+            __cuda_array_interface__ = {"data": (8192, False), "shape": (2, 3, 4), "typestr": "<f2", "strides": None}
+
+        self.assertEqual(tmaguard._declare.metadata(Contiguous()), (8192, (2, 3, 4), (12, 4, 1), 2))
+
+        class Strided:
+            __array_interface__ = {"data": (64, False), "shape": (3, 5), "typestr": "<f4", "strides": (4, 12)}
+
+        self.assertEqual(tmaguard._declare.metadata(Strided()), (64, (3, 5), (1, 3), 4))
+        with self.assertRaises(TypeError):
+            tmaguard._declare.metadata(object())
+
+    def test_without_the_library_a_block_is_a_no_op(self):
+        self.assertFalse(tmaguard._declare.active())
+        with tmaguard.declared(q=object()):  # not even read
+            pass
+
+    def test_watch_declares_the_tensor_arguments_of_the_wrapped_functions_by_name(self):
+        import types
+        import tmaguard.torch as tt
+
+        class T:
+            shape = (1,)
+
+            def data_ptr(self):
+                return 1
+
+            def stride(self):
+                return (1,)
+
+            def element_size(self):
+                return 2
+
+        seen = []
+        fake = types.ModuleType("fake_fa4_interface")
+
+        def _flash_attn_bwd(q, k, v, out, dout, lse, softmax_scale=None, dq=None):
+            return "result"
+
+        fake._flash_attn_bwd = _flash_attn_bwd
+        sys.modules["fake_fa4_interface"] = fake
+        self.addCleanup(sys.modules.pop, "fake_fa4_interface")
+
+        def record(**tensors):
+            seen.append(sorted(tensors))
+            return contextlib.nullcontext()
+
+        with mock.patch.object(tt, "active", lambda: True), mock.patch.object(tt, "declared", record):
+            self.assertEqual(tt.watch("fake_fa4_interface", ("_flash_attn_bwd", "_flash_attn_fwd")), ["_flash_attn_bwd"])
+            self.assertEqual(tt.watch("fake_fa4_interface", ("_flash_attn_bwd",)), ["_flash_attn_bwd"])
+            t = T()
+            self.assertEqual(fake._flash_attn_bwd(t, t, t, t, t, t, 0.5, dq=t), "result")
+        self.assertEqual(seen, [["dout", "dq", "k", "lse", "out", "q", "v"]], "wrapped twice, or a tensor missed")
+        self.assertEqual(tt.watch("no_such_module_here"), [])
 
 if __name__ == "__main__":
     unittest.main()

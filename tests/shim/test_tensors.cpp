@@ -61,6 +61,43 @@ TEST(Tensors, ARepeatUnderTheSameDeclarationIsRememberedAndAnotherMapStillJudged
   ASSERT_EQ(r.events("summary").size(), 1u) << describe(r);
 }
 
+// The Python helper: tmaguard.declared(q=view) around a launch made through ctypes.
+ClientRun python_job(const char* which, bool preloaded = true) {
+  if (!preloaded) {
+    ProcessResult p = run_process({TG_PYTHON, TG_DECLARED_JOB, TG_CLIENT_LIB, which},
+                                  {{"LD_LIBRARY_PATH", TG_FAKE_DIR}, {"LD_PRELOAD", ""}});
+    ClientRun r;
+    r.p = p;
+    return r;
+  }
+  return run_preloaded({TG_PYTHON, TG_DECLARED_JOB, TG_CLIENT_LIB, which}, {{"TMAGUARD_MODE", "reject"}});
+}
+
+TEST(Tensors, APythonJobDeclaresWithTheHelperAndItsShapeBuiltMapIsStopped) {
+  const ClientRun right = python_job("right");
+  EXPECT_NE(right.p.out.find("DECLARED active=True"), std::string::npos) << describe(right);
+  EXPECT_NE(right.p.out.find("TENSORS right ran=1"), std::string::npos) << describe(right);
+  EXPECT_TRUE(mismatches(right).empty()) << describe(right);
+  for (const char* which : {"shape", "past"}) {
+    const ClientRun r = python_job(which);
+    EXPECT_NE(r.p.out.find(std::string("TENSORS ") + which + " ran=0"), std::string::npos) << which << describe(r);
+    ASSERT_EQ(mismatches(r).size(), 1u) << which << describe(r);
+    EXPECT_EQ(mismatches(r)[0]["tensor"], "q") << which;
+  }
+  for (const char* which : {"undeclared", "ended"}) {
+    const ClientRun r = python_job(which);
+    EXPECT_NE(r.p.out.find("ran=1"), std::string::npos) << which << describe(r);
+    EXPECT_TRUE(mismatches(r).empty()) << which << describe(r);
+  }
+}
+
+TEST(Tensors, WithoutTmaguardTheHelperIsANoOp) {
+  const ClientRun r = python_job("absent", false);
+  EXPECT_NE(r.p.out.find("DECLARED active=False"), std::string::npos) << r.p.out << r.p.err;
+  EXPECT_NE(r.p.out.find("TENSORS shape ran=1"), std::string::npos) << r.p.out << r.p.err;
+  EXPECT_EQ(r.p.code, 0) << r.p.out << r.p.err;
+}
+
 // Abort mode stops the job at the first mismatch, as at any other error.
 TEST(Tensors, AbortModeAbortsOnAMismatch) {
   const ClientRun r = run("declared_shape", "abort");

@@ -1,0 +1,104 @@
+"""Declaring the tensors a call hands to its kernels (include/tmaguard/declare.h), from Python.
+
+    with tmaguard.declared(q=q, k=k, v=v, out=o):
+        out = attention(q, k, v, out=o)
+
+Inside the block every tensor map whose global address lies in a declared tensor must walk that tensor's own
+elements; one built from a view's shape as if it were contiguous is reported as map-tensor-mismatch and acted on by
+the mode. Without tmaguard preloaded the block does nothing. A tensor is any object with data_ptr(), shape,
+stride() (in elements) and element_size() (PyTorch), or with __cuda_array_interface__ or __array_interface__
+(CuPy, Numba, JAX on a GPU, NumPy).
+"""
+import contextlib
+import ctypes
+import threading
+
+_MAX_RANK = 8  # TMAGUARD_MAX_RANK
+_api = None
+_looked = False
+_local = threading.local()  # each thread's stack of declared blocks: lists of (name, tensor metadata)
+
+
+def _functions():
+    """tmaguard_declare_tensor and tmaguard_end_declaration of the preloaded library, or None without it."""
+    global _api, _looked
+    if not _looked:
+        _looked = True
+        try:
+            process = ctypes.CDLL(None)
+            declare, end = process.tmaguard_declare_tensor, process.tmaguard_end_declaration
+        except (OSError, AttributeError):
+            return None
+        declare.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
+                            ctypes.POINTER(ctypes.c_int64), ctypes.c_int]
+        declare.restype = ctypes.c_int
+        end.argtypes, end.restype = [], None
+        _api = (declare, end)
+    return _api
+
+
+def active():
+    """Whether declarations reach tmaguard (the library is preloaded into this process)."""
+    return _functions() is not None
+
+
+def _interface_metadata(iface):
+    """(data pointer, shape, strides in elements, element size) of an array interface dict."""
+    data = iface["data"][0] if isinstance(iface.get("data"), tuple) else iface.get("data")
+    shape = tuple(int(n) for n in iface["shape"])
+    size = int(iface["typestr"][2:])
+    strides = iface.get("strides")
+    if strides is None:  # C-contiguous
+        strides, step = [], 1
+        for n in reversed(shape):
+            strides.insert(0, step)
+            step *= max(n, 1)
+    else:
+        if any(int(s) % size for s in strides):
+            raise ValueError("a stride that is not a whole number of elements")
+        strides = [int(s) // size for s in strides]
+    return int(data or 0), shape, tuple(strides), size
+
+
+def metadata(tensor):
+    """(data pointer, shape, strides in elements, element size) of a tensor-like object."""
+    if hasattr(tensor, "data_ptr") and hasattr(tensor, "stride") and hasattr(tensor, "element_size"):
+        return (int(tensor.data_ptr()), tuple(int(n) for n in tensor.shape), tuple(int(s) for s in tensor.stride()),
+                int(tensor.element_size()))
+    for attr in ("__cuda_array_interface__", "__array_interface__"):
+        iface = getattr(tensor, attr, None)
+        if isinstance(iface, dict):
+            return _interface_metadata(iface)
+    raise TypeError(f"{type(tensor).__name__} has neither data_ptr()/stride()/element_size() nor an array interface")
+
+
+def _declare_all(entries):
+    declare, end = _functions()
+    end()
+    for name, (data, shape, strides, size) in entries:
+        rank = len(shape)
+        if rank > _MAX_RANK:
+            continue  # tmaguard would refuse it; the map is judged as undeclared
+        shape_arr = (ctypes.c_int64 * max(rank, 1))(*shape)
+        stride_arr = (ctypes.c_int64 * max(rank, 1))(*strides)
+        declare(name.encode("utf-8", "replace")[:31], data, rank, shape_arr, stride_arr, size)
+
+
+@contextlib.contextmanager
+def declared(**tensors):
+    """Declares these tensors (keyword: the name findings use) for the calling thread for the block's duration. A
+    value of None is skipped; blocks nest (the inner one adds to the outer one's tensors)."""
+    if _functions() is None:
+        yield
+        return
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    mine = [(name, metadata(t)) for name, t in tensors.items() if t is not None]
+    stack.append(mine)
+    try:
+        _declare_all([e for block in stack for e in block])
+        yield
+    finally:
+        stack.pop()
+        _declare_all([e for block in stack for e in block])
