@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "driver/allocations.h"
+#include "launch/declared.h"
 #include "callsite/capture.h"
 #include "base/counters.h"
 #include "base/reentry.h"
@@ -27,6 +28,7 @@
 #include "runtime/runtime.h"
 #include "core/struct_search.h"
 #include "tmaguard/judge.h"
+#include "tmaguard/tensor_match.h"
 #include "tmaguard/report.h"
 
 namespace tmaguard {
@@ -52,6 +54,9 @@ struct ReadSlot {
   uint64_t epoch = 0;           // the free journal's epoch when the read was queued (allocations.h)
   uint64_t generation = 0;      // bumped each time the slot is queued: a poll of an older read never claims it
   bool claimed = false;         // being judged (by the worker, or by a launch waiting for a slot)
+  // The launching thread's declared tensors at the launch (declared.h): the maps read back are judged against them.
+  DeclaredTensor declared[kMaxDeclared];
+  std::size_t declared_count = 0;
 };
 
 // Process-wide state; g_mu guards everything but the slots' own fields while a read is in flight (only the worker
@@ -175,6 +180,9 @@ void examine(const ReadSlot& s) {
   Judgement j = judge_launch(rules(), k.audit.rules, k.name, maps, current_arch());
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
   findings.insert(findings.end(), j.findings.begin(), j.findings.end());
+  for (const TensorMapParam& m : maps)
+    if (auto f = s.declared_count ? tensor_finding(k.name, m, s.declared, s.declared_count) : std::nullopt)
+      findings.push_back(std::move(*f));
   if (findings.empty()) return;
   const auto site = s.site.native || s.site.python.taken
                         ? std::make_shared<const CallSite>(resolve_call_site(s.site))
@@ -487,6 +495,9 @@ int queue_reads(std::unique_lock<std::mutex>& lock, const KernelInfo& k, const L
     s.last_of_launch = false;
     s.geometry = launch.geom;
     s.site = site;
+    const DeclaredSet declared = declared_tensors();  // this launching thread's
+    std::copy(declared.tensors, declared.tensors + declared.count, s.declared);
+    s.declared_count = declared.count;
     g_pending->push_back(idx);
     last = idx;
   }

@@ -16,6 +16,7 @@
 //     TG_DEVICE_THREADS=N        N threads launch at once (each its own kernel and buffers)
 //     TG_DEVICE_FREE_OUT=free    each launch gets a fresh `out`, freed right after the launch (before the worker
 //                                judges what was read); =smaller: its address then goes to a smaller allocation
+//     TG_DEVICE_DECLARE=1        `a` and `out` are declared as (128, 64) bf16 tensors (include/tmaguard/declare.h)
 //     TG_DEVICE_BURST=N          N healthy launches, then one whose store map reaches past `out` (TG_DEVICE_BAD
 //                                does not apply)
 //   device_fork   the parent's kernel is audited twice (the worker runs), then the process forks: the child makes its
@@ -37,6 +38,7 @@
 
 #include "client.h"
 #include "fakecuda.h"
+#include "tmaguard/declare.h"
 #include "tmaguard/tensormap.h"
 
 namespace client {
@@ -143,6 +145,12 @@ void launches(int n, const std::string& bad_env) {
     reg(out + kRows * kCols, kRows * kCols);
   } else {
     out = alloc(kRows * kCols * 2);
+  }
+  if (env("TG_DEVICE_DECLARE") == "1") {
+    const int64_t shape[] = {kRows, kCols}, strides[] = {kCols, 1};
+    if (tmaguard_declare("a", reinterpret_cast<const void*>(a), 2, shape, strides, 2) != 0 ||
+        tmaguard_declare("out", reinterpret_cast<const void*>(out), 2, shape, strides, 2) != 0)
+      die("tmaguard_declare refused a or out");
   }
   const int32_t m = kRows;
   const uint64_t none = 0;

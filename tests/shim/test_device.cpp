@@ -129,6 +129,22 @@ TEST(DeviceMaps, AUserRuleNamesADeviceMapByItsPointerAndOffset) {
   EXPECT_TRUE(ok.events("violation").empty() && ok.events("warning").empty()) << describe(ok);
 }
 
+// A map the kernel built in device memory is judged against the tensors its launching thread declared, as a map in
+// the parameters is: out's transposed store map draws map-tensor-mismatch naming out, read after the kernel.
+TEST(DeviceMaps, ADeviceMapIsJudgedAgainstTheTensorsTheLaunchDeclared) {
+  const ClientRun bad = run({{"TG_DEVICE_BAD", "transposed"}, {"TG_DEVICE_DECLARE", "1"}, {"TMAGUARD_MODE", "log"}});
+  ASSERT_TRUE(bad.p.exited && bad.p.code == 0) << describe(bad);
+  const auto v = bad.events("violation");
+  ASSERT_EQ(v.size(), 1u) << describe(bad);
+  EXPECT_EQ(v[0]["rule"], "map-tensor-mismatch");
+  EXPECT_EQ(v[0]["tensor"], "out");
+  EXPECT_EQ(v[0]["device_offset"], 128);
+  EXPECT_EQ(bad.events("summary").back()["violations"]["map-tensor-mismatch"], 4) << "once per audited launch";
+  const ClientRun ok = run({{"TG_DEVICE_DECLARE", "1"}});
+  ASSERT_TRUE(ok.p.exited && ok.p.code == 0) << describe(ok);
+  EXPECT_TRUE(ok.events("violation").empty() && ok.events("warning").empty()) << describe(ok);
+}
+
 TEST(DeviceMaps, WhatIsJudgedIsWhatTheKernelWroteEvenWhenTheBufferIsFreedAndReused) {
   const ClientRun bad = run({{"TG_DEVICE_BAD", "beyond"}, {"TG_DEVICE_FREE", "1"}, {"TMAGUARD_MODE", "log"}});
   ASSERT_TRUE(bad.p.exited && bad.p.code == 0) << describe(bad);
