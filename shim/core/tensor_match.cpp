@@ -63,12 +63,11 @@ bool overlapping(const std::vector<TensorDim>& dims, uint32_t element_size) {
 }
 
 // The map's start as coordinates of the tensor's dims (outermost first); false when it is no element of the tensor.
-bool place_start(uint64_t offset, uint32_t element_size, std::vector<TensorDim>& dims) {
+bool place_start(uint64_t offset, std::vector<TensorDim>& dims) {
   for (auto d = dims.rbegin(); d != dims.rend(); ++d) {
     d->start = std::min(offset / d->stride, d->extent - 1);
     offset -= d->start * d->stride;
   }
-  (void)element_size;
   return offset == 0;
 }
 
@@ -168,7 +167,7 @@ TensorMatch match_tensor(const TensorMapView& map, const DeclaredTensor& t) {
                                                element_size(map.dtype), t.element_size)};
   std::vector<TensorDim> dims = tensor_dims(t);
   if (overlapping(dims, t.element_size)) return {TensorFit::kNotJudged, "the tensor's dims overlap in memory"};
-  if (!points_into(map.address, t) || !place_start(map.address - t.data, t.element_size, dims))
+  if (!points_into(map.address, t) || !place_start(map.address - t.data, dims))
     return mismatch(fmt::format("the map starts at 0x{:x}, which is no element of the tensor", map.address));
   const std::vector<MapDim> walk = map_dims(map);
   std::vector<std::vector<Placed>> on(dims.size());

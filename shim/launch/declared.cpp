@@ -3,7 +3,8 @@
 
 #include <fmt/format.h>
 
-#include "base/hash_key.h"
+#include <cstring>
+
 #include "base/reentry.h"
 #include "launch/memo.h"
 
@@ -17,13 +18,27 @@ struct DeclaredThread {
 };
 thread_local DeclaredThread t_declared __attribute__((tls_model("initial-exec")));
 
-// The seed of the thread's declarations: a hash of every tensor's bytes (0 only when none).
+// FNV-1a over `n` bytes, continuing from `h`.
+uint64_t fold_bytes(uint64_t h, const void* bytes, std::size_t n) {
+  const auto* p = static_cast<const unsigned char*>(bytes);
+  for (std::size_t b = 0; b < n; ++b) h = (h ^ p[b]) * 0x100000001b3ULL;
+  return h;
+}
+
+// The seed of the thread's declarations: a hash of every tensor's fields, in order (0 only when none). Field by
+// field, never the struct's bytes: its padding holds whatever the caller's stack held, and equal declarations must
+// give equal seeds.
 uint64_t seed_of(const DeclaredThread& d) {
   if (d.count == 0) return 0;
   uint64_t h = 0x6a09e667f3bcc908ULL;
   for (std::size_t i = 0; i < d.count; ++i) {
-    const auto* p = reinterpret_cast<const unsigned char*>(&d.tensors[i]);
-    for (std::size_t b = 0; b < sizeof(DeclaredTensor); ++b) h = (h ^ p[b]) * 0x100000001b3ULL;
+    const DeclaredTensor& t = d.tensors[i];
+    h = fold_bytes(h, t.name, strnlen(t.name, kDeclaredNameBytes));
+    h = fold_bytes(h, &t.data, sizeof t.data);
+    h = fold_bytes(h, &t.rank, sizeof t.rank);
+    h = fold_bytes(h, t.shape.data(), sizeof(int64_t) * static_cast<std::size_t>(t.rank));
+    h = fold_bytes(h, t.strides.data(), sizeof(int64_t) * static_cast<std::size_t>(t.rank));
+    h = fold_bytes(h, &t.element_size, sizeof t.element_size);
   }
   return h | 1;
 }
@@ -48,10 +63,7 @@ std::string declare_tensor(const DeclaredTensor& t) {
   if (d.count == kMaxDeclared)
     return fmt::format("the thread already declares {} tensors (end the declaration first)", kMaxDeclared);
   const InsideTmaguard inside;  // a signal handler that launches meanwhile is counted, not checked on half a table
-  DeclaredTensor& slot = d.tensors[d.count];
-  slot = t;
-  for (int j = t.rank; j < kMaxDeclaredRank; ++j) slot.shape[j] = slot.strides[j] = 0;  // bytes past the rank: seed
-  ++d.count;
+  d.tensors[d.count++] = t;
   changed(d);
   return "";
 }

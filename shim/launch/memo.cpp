@@ -103,8 +103,7 @@ namespace {
 void catch_up_with_kernel_epoch() {
   const uint32_t epoch = g_launch_globals.kernel_epoch.load(std::memory_order_acquire);
   if (t_launch_thread.kernel_epoch.load(std::memory_order_relaxed) == epoch) return;
-  std::memset(static_cast<void*>(t_memo.entries), 0, sizeof t_memo.entries);
-  forget_keys(nullptr);
+  forget_this_threads_entries();
   t_launch_thread.kernel_epoch.store(epoch, std::memory_order_release);
   kernel_facts_released();  // this thread no longer holds what was forgotten
 }
