@@ -11,7 +11,7 @@ import functools
 import importlib
 import inspect
 
-from tmaguard._declare import active, declared
+from tmaguard._declare import active, declared, metadata
 
 FA4_MODULE = "flash_attn.cute.interface"
 FA4_FUNCTIONS = ("_flash_attn_fwd", "_flash_attn_bwd")
@@ -19,6 +19,16 @@ FA4_FUNCTIONS = ("_flash_attn_fwd", "_flash_attn_bwd")
 
 def _is_tensor(value):
     return hasattr(value, "data_ptr") and hasattr(value, "stride") and hasattr(value, "element_size")
+
+
+def _readable(value):
+    """Whether a tensor argument's metadata can be read: a fake or meta tensor (torch.compile's tracing) has no data
+    pointer, and the call it is passed to must run as it would without tmaguard."""
+    try:
+        metadata(value)
+        return True
+    except Exception:  # noqa: BLE001 -- whatever the tensor type raises, the wrapped call is not ours to break
+        return False
 
 
 def declaring(fn):
@@ -33,7 +43,7 @@ def declaring(fn):
             bound = signature.bind_partial(*args, **kwargs)
         except TypeError:
             return fn(*args, **kwargs)  # the function's own error, unchanged
-        tensors = {name: value for name, value in bound.arguments.items() if _is_tensor(value)}
+        tensors = {name: value for name, value in bound.arguments.items() if _is_tensor(value) and _readable(value)}
         with declared(**tensors):
             return fn(*args, **kwargs)
 

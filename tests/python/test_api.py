@@ -274,6 +274,14 @@ class Declared(unittest.TestCase):
             t = T()
             self.assertEqual(fake._flash_attn_bwd(t, t, t, t, t, t, 0.5, dq=t), "result")
         self.assertEqual(seen, [["dout", "dq", "k", "lse", "out", "q", "v"]], "wrapped twice, or a tensor missed")
+
+        class Fake(T):  # torch.compile's fake tensors have no storage
+            def data_ptr(self):
+                raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
+
+        with mock.patch.object(tt, "active", lambda: True), mock.patch.object(tt, "declared", record):
+            self.assertEqual(fake._flash_attn_bwd(Fake(), t, t, t, t, t), "result")
+        self.assertEqual(seen[-1], ["dout", "k", "lse", "out", "v"], "a tensor without storage broke or joined the call")
         self.assertEqual(tt.watch("no_such_module_here"), [])
 
 if __name__ == "__main__":
