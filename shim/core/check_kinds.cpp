@@ -308,7 +308,8 @@ Result has_dim_of(const Check& c, const TensorMapView& av, const TensorMapView* 
 }  // namespace
 
 const std::vector<CheckKind>& check_kinds() {
-  static const std::vector<CheckKind> kinds = {
+  // Never destroyed: tmaguard's own threads (the device audit's worker) may read it while the process exits.
+  static const std::vector<CheckKind>& kinds = *new std::vector<CheckKind>{
       {"same_innermost", true, {}, no_keys, same_innermost},
       {"same_dims", true, {}, no_keys, same_dims},
       {"same_strides", true, {}, no_keys, same_strides},

@@ -236,7 +236,8 @@ struct FlagRow {
   std::string (*read)(std::string_view value, Config& into);
 };
 const std::vector<FlagRow>& rows() {
-  static const std::vector<FlagRow> v = {
+  // Never destroyed: tmaguard's own threads (the device audit's worker) may read it while the process exits.
+  static const std::vector<FlagRow>& v = *new std::vector<FlagRow>{
 #define TG_FLAG(name, member, type, value, unset, help)                                               \
   {{#name, type::values(), type::show(value), unset, help}, type::kNamesFile,                          \
    [](std::string_view v, Config& c) { return type::read(v, c.member); }},
@@ -249,7 +250,8 @@ const std::vector<FlagRow>& rows() {
 }  // namespace
 
 const std::vector<RankVariable>& rank_variables() {
-  static const std::vector<RankVariable> v = {
+  // Never destroyed: tmaguard's own threads (the device audit's worker) may read it while the process exits.
+  static const std::vector<RankVariable>& v = *new std::vector<RankVariable>{
       {"RANK", "LOCAL_RANK", "torchrun (torch.distributed)"},
       {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI (mpirun)"},
       {"PMIX_RANK", "PMIX_LOCAL_RANK", "PMIx"},
@@ -260,11 +262,12 @@ const std::vector<RankVariable>& rank_variables() {
 }
 
 const std::vector<FlagInfo>& flags() {
-  static const std::vector<FlagInfo> v = [] {
+  // Never destroyed: tmaguard's own threads (the device audit's worker) may read it while the process exits.
+  static const std::vector<FlagInfo>& v = *new std::vector<FlagInfo>([] {
     std::vector<FlagInfo> out;
     for (const FlagRow& r : rows()) out.push_back(r.info);
     return out;
-  }();
+  }());
   return v;
 }
 

@@ -13,7 +13,8 @@
 namespace tmaguard {
 
 const std::vector<FindingKind>& finding_kinds() {
-  static const std::vector<FindingKind> v = {
+  // Never destroyed: tmaguard's own threads (the device audit's worker) may read it while the process exits.
+  static const std::vector<FindingKind>& v = *new std::vector<FindingKind>{
 #define TG_FINDING(name, id, severity, meaning) {FindingId::name, id, SeverityRule::severity, meaning},
 #include "tmaguard/findings.inc"
 #undef TG_FINDING
@@ -205,7 +206,8 @@ void put_place(json& j, const std::optional<MapPlace>& p) {
 }  // namespace
 
 const std::vector<RecordField>& record_fields() {
-  static const std::vector<RecordField> v = {
+  // Never destroyed: tmaguard's own threads (the device audit's worker) may read it while the process exits.
+  static const std::vector<RecordField>& v = *new std::vector<RecordField>{
 #define TG_FIELD(name, key, type, records, meaning) {key, type, records, meaning},
 #include "tmaguard/record_fields.inc"
 #undef TG_FIELD

@@ -86,13 +86,14 @@ RulesResult load_rules_file(const std::string& path) {
 }
 
 const std::vector<std::string>& builtin_rule_ids() {
-  static const std::vector<std::string> ids = [] {
+  // Never destroyed: tmaguard's own threads (the device audit's worker) may read it while the process exits.
+  static const std::vector<std::string>& ids = *new std::vector<std::string>([] {
     std::vector<std::string> out;
     const RulesResult b = parse_rules(builtin_rules_text(), "built-in rules");
     if (b.rules)
       for (const Rule& r : b.rules->rules) out.push_back(r.id);
     return out;
-  }();
+  }());
   return ids;
 }
 
