@@ -11,6 +11,8 @@
 //   [[rule.when]]            conditions for the rule to apply (else it is silent)
 //   [[rule.require]]         the kernel's signature; if one fails: one warning (signature_id) saying which, no checks
 //   not_checkable = "..."    the launch is recognised but cannot be checked: counted, said once (not_checkable_message)
+//   stores = [..]            the maps the kernel writes through with TMA stores (judged against declared tensors:
+//                            map-store-spill, tensor_match.h)
 //   [[rule.check]]           the judgments, each with an optional id, severity (error, warning) and hint
 // when/require/check entries share the check kinds of check_kinds.cpp (kind = "...", a and b, or map):
 // same_innermost, same_dims, same_strides, same_address, distinct_address, permutation_of, dims_extend,
@@ -73,6 +75,10 @@ std::vector<int> rules_on(const RuleSet& rules, const std::vector<int>& which, b
 void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
                     const std::vector<TensorMapParam>& maps, std::vector<Finding>& out,
                     std::vector<NotCheckable>* not_checkable = nullptr);
+//! Which of the launch's maps the rules of `which` that apply to it (map count, maps, when and signature) name in
+//! `stores`: the maps the kernel writes through with TMA stores, judged for map-store-spill against declared tensors.
+std::vector<bool> stored_maps(const RuleSet& rules, const std::vector<int>& which,
+                              const std::vector<TensorMapParam>& maps);
 //! Every finding id the rules can report, with its severity (expect_map_count rules, signature warnings, checks), in
 //! rule order, each once. Besides these, any rule can report its `<id>-map-missing` and `<id>-map-undecodable`
 //! warnings (findings.inc).

@@ -62,8 +62,17 @@ TensorMatch match_tensor(const TensorMapView& map, const DeclaredTensor& t);
 //! describes none of them (map-tensor-mismatch, naming the tensor: the one whose data pointer is the map's address, else
 //! the first declared); nullopt for a map into no declared tensor, or one that describes (or cannot be compared with)
 //! one it points into (q, k and v sliced from one buffer lie inside each other's bytes).
+//! A map the kernel stores through (`stored`: the rules name it in `stores`) that describes a tensor is judged once
+//! more: map-store-spill when store_spill() says its rows spill out of that tensor.
 std::optional<Finding> tensor_finding(std::string_view kernel, const TensorMapParam& map, const DeclaredTensor* tensors,
-                                      std::size_t n);
+                                      std::size_t n, bool stored = false);
+
+//! What a TMA store through `map` writes outside `t` (nullopt: nothing). The TMA unit writes whole 16-byte chunks of a
+//! row (measured on an H200: a uint8 map over the first 466 columns of a (32, 512) buffer overwrote columns 466-479 of
+//! every row), so a map whose rows end inside a chunk also writes the chunk's rest; that is wrong when those bytes are
+//! no element of the tensor (the view's row stride leaves bytes after it, or the tensor ends there). Bytes that are
+//! the tensor's own elements (a map over part of a row) are not judged. Only the map's first and last rows are read.
+std::optional<std::string> store_spill(const TensorMapView& map, const DeclaredTensor& t);
 
 //! The tensor as a report shows it: `q (shape [2, 128, 4, 64], strides [32768, 64, 8192, 1], 2-byte elements)`.
 std::string describe_tensor(const DeclaredTensor& t);

@@ -211,6 +211,21 @@ void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<Ten
 
 }  // namespace
 
+std::vector<bool> stored_maps(const RuleSet& rules, const std::vector<int>& which,
+                              const std::vector<TensorMapParam>& maps) {
+  std::vector<bool> stored(maps.size(), false);
+  std::vector<Finding> unused;  // what the rules say is reported by evaluate_rules; here only whether they apply
+  for (int ri : which) {
+    const Rule& r = rules.rules[static_cast<std::size_t>(ri)];
+    if (r.stores.empty()) continue;
+    RuleRun run{r, "", maps, unused, {}};
+    if (!run.map_count_matches() || !run.name_maps() || !run.when_holds() || !run.signature_met()) continue;
+    for (const std::string& name : r.stores)
+      stored[static_cast<std::size_t>(run.named.at(name) - maps.data())] = true;
+  }
+  return stored;
+}
+
 std::vector<ReportedId> reported_ids(const RuleSet& rules) {
   std::vector<ReportedId> out;
   auto add = [&](const std::string& id, Severity s) {

@@ -94,6 +94,7 @@ struct Rule {
   std::string not_checkable;          // when set, an applying rule reports this reason instead of checking
   std::string not_checkable_message;  // said once per process
   std::vector<Check> checks;
+  std::vector<std::string> stores;  // the maps the kernel writes through with TMA stores (judged against tensors)
   bool replaces_builtin = false;  // replaces_builtin = true: its id is a built-in rule's, replaced on purpose
   bool device = false;  // its maps are in device memory ("param:N->AT"): judged on maps read back after a kernel
 };

@@ -312,7 +312,7 @@ class Parser {
     keys_known(t,
                {"id", "kernel", "kernel_glob", "kernel_regex", "map_count", "expect_map_count", "severity", "action",
                 "hint", "maps", "when", "require", "signature_id", "not_checkable", "not_checkable_message", "check",
-                "replaces_builtin"},
+                "replaces_builtin", "stores"},
                where);
     if (const toml::node* n = t.get("replaces_builtin")) {
       if (n->is_boolean())
@@ -388,6 +388,22 @@ class Parser {
     if (!r.require.empty() && r.signature_id.empty()) r.signature_id = r.id + "-unrecognized-signature";
     if (const auto nc = str(t, "not_checkable", where, false)) r.not_checkable = *nc;
     if (const auto m = str(t, "not_checkable_message", where, false)) r.not_checkable_message = *m;
+    if (const toml::node* n = t.get("stores")) parse_stores(*n, r, where);
+  }
+
+  // stores = ["dK", "dV"]: the maps the kernel writes through with TMA stores, each one of the rule's maps.
+  void parse_stores(const toml::node& n, Rule& r, const std::string& where) {
+    const toml::array* arr = n.as_array();
+    if (!arr) return error(&n, fmt::format("'stores' in {} must be an array of the rule's map names", where));
+    for (const auto& e : *arr) {
+      const std::optional<std::string_view> name = e.value<std::string_view>();
+      if (!e.is_string())
+        error(&e, fmt::format("'stores' in {} must hold map names (strings), got {}", where, type_name(e)));
+      else if (std::none_of(r.maps.begin(), r.maps.end(), [&](const MapRef& m) { return m.name == *name; }))
+        error(&e, fmt::format("'stores' in {} names '{}', which is none of the rule's [rule.maps]", where, *name));
+      else
+        r.stores.emplace_back(*name);
+    }
   }
 
   // What no single key shows: combinations a rule cannot have.
@@ -408,9 +424,9 @@ class Parser {
       error(&t, fmt::format("{} names maps in device memory: map_count and expect_map_count count the maps in a "
                             "launch's parameters and cannot be used with them",
                             where));
-    if (r.checks.empty() && r.expect_map_count.empty() && r.not_checkable.empty())
-      error(&t, fmt::format("{} has no [[rule.check]], no expect_map_count and no not_checkable: it can never report "
-                            "anything",
+    if (r.checks.empty() && r.expect_map_count.empty() && r.not_checkable.empty() && r.stores.empty())
+      error(&t, fmt::format("{} has no [[rule.check]], no expect_map_count, no not_checkable and no stores: it can "
+                            "never report anything",
                             where));
   }
 
@@ -503,6 +519,7 @@ std::vector<std::string> describe_rules(const RuleSet& rules) {
     if (r.map_count) line += fmt::format(", {} maps", *r.map_count);
     if (!maps.empty()) line += fmt::format("; {}", fmt::join(maps, ", "));
     if (!r.checks.empty()) line += fmt::format("; {} check(s)", r.checks.size());
+    if (!r.stores.empty()) line += fmt::format("; stores {}", fmt::join(r.stores, ", "));
     if (!r.not_checkable.empty()) line += fmt::format("; not checkable: {}", r.not_checkable);
     out.push_back(std::move(line));
   }

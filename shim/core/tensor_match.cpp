@@ -46,7 +46,9 @@ std::vector<MapDim> map_dims(const TensorMapView& m) {
   std::vector<MapDim> dims;
   for (uint32_t i = 0; i < m.rank && i < kMaxRank; ++i) {
     const uint64_t stride = i == 0 ? static_cast<uint64_t>(element_size(m.dtype)) : m.strides[i - 1];
-    if (m.dims[i] > 1) dims.push_back({static_cast<int>(i), stride, m.dims[i]});
+    // A ragged dim's extent is a sequence's, not the map's (tensormap.h: ragged_tensor): it is not judged.
+    const bool ragged = (m.ragged_dims >> i) & 1;
+    if (m.dims[i] > 1 && !ragged) dims.push_back({static_cast<int>(i), stride, m.dims[i]});
   }
   return dims;
 }
@@ -71,6 +73,13 @@ bool place_start(uint64_t offset, std::vector<TensorDim>& dims) {
   return offset == 0;
 }
 
+// Whether byte `offset` (from the tensor's data pointer) lies inside one of its elements; `dims` do not overlap, so
+// the coordinates of the element under it are found outermost first.
+bool inside_element(uint64_t offset, const std::vector<TensorDim>& dims, uint32_t element_size) {
+  for (auto d = dims.rbegin(); d != dims.rend(); ++d) offset -= std::min(offset / d->stride, d->extent - 1) * d->stride;
+  return offset < element_size;
+}
+
 TensorMatch mismatch(std::string why) { return {TensorFit::kMismatch, std::move(why)}; }
 
 // Places every map dim on a tensor dim: its own stride, else a multiple of one inside that dim's extent (a split).
@@ -84,7 +93,8 @@ std::optional<std::string> place_map_dims(const std::vector<MapDim>& map, const 
       const uint64_t f = m.stride / dims[j].stride;
       if (m.stride % dims[j].stride == 0 && f > 1 && f < dims[j].extent) on[j].push_back({&m, f}), placed = true;
     }
-    if (!placed) return fmt::format("map dim {}'s stride, {} bytes, walks none of the tensor's dims", m.index, m.stride);
+    if (!placed)
+      return fmt::format("map dim {}'s stride, {} bytes, walks none of the tensor's dims", m.index, m.stride);
   }
   return std::nullopt;
 }
@@ -163,8 +173,8 @@ bool points_into(uint64_t address, const DeclaredTensor& t) {
 TensorMatch match_tensor(const TensorMapView& map, const DeclaredTensor& t) {
   if (map.kind != MapKind::kTiled) return {TensorFit::kNotJudged, "only tiled maps are compared with tensors"};
   if (static_cast<uint32_t>(element_size(map.dtype)) != t.element_size)
-    return {TensorFit::kNotJudged, fmt::format("the map's elements are {} bytes, the tensor's {}",
-                                               element_size(map.dtype), t.element_size)};
+    return {TensorFit::kNotJudged,
+            fmt::format("the map's elements are {} bytes, the tensor's {}", element_size(map.dtype), t.element_size)};
   std::vector<TensorDim> dims = tensor_dims(t);
   if (overlapping(dims, t.element_size)) return {TensorFit::kNotJudged, "the tensor's dims overlap in memory"};
   if (!points_into(map.address, t) || !place_start(map.address - t.data, dims))
@@ -175,28 +185,71 @@ TensorMatch match_tensor(const TensorMapView& map, const DeclaredTensor& t) {
   for (std::size_t j = 0; j < dims.size(); ++j) {
     const bool merged = !on[j].empty() && on[j].front().dim == nullptr;
     if (merged && on[j].size() > 1)
-      return mismatch(fmt::format("dim {} of the tensor is both merged into another map dim and walked by its own",
-                                  dims[j].index));
+      return mismatch(
+          fmt::format("dim {} of the tensor is both merged into another map dim and walked by its own", dims[j].index));
     if (merged || on[j].empty()) continue;
     if (auto why = check_tensor_dim(dims, on, j, t)) return mismatch(*why);
   }
   return {TensorFit::kDescribes, ""};
 }
 
+std::optional<std::string> store_spill(const TensorMapView& map, const DeclaredTensor& t) {
+  const uint64_t es = static_cast<uint64_t>(element_size(map.dtype));
+  if (map.kind != MapKind::kTiled || map.interleave != 0 || map.rank == 0 || es != t.element_size) return std::nullopt;
+  const uint64_t row = map.dims[0] * es, chunk_end = (row + 15) / 16 * 16;
+  const std::vector<TensorDim> dims = tensor_dims(t);
+  if (row == chunk_end || !points_into(map.address, t) || overlapping(dims, t.element_size)) return std::nullopt;
+  uint64_t last_row = map.address - t.data;  // the map's last row, from the tensor's data pointer
+  for (uint32_t i = 1; i < map.rank && i < kMaxRank; ++i)
+    if (!((map.ragged_dims >> i) & 1)) last_row += (map.dims[i] - 1) * map.strides[i - 1];
+  for (const uint64_t first : {map.address - t.data, last_row})
+    for (uint64_t b = row; b < chunk_end; b += es)
+      if (!inside_element(first + b, dims, t.element_size))
+        return fmt::format(
+            "its rows are {} bytes, which ends inside a 16-byte chunk: a TMA store through it writes bytes {}-{} of "
+            "each "
+            "row, and byte {} of the row at byte {} of the tensor is none of its elements",
+            row, row, chunk_end - 1, b, first);
+  return std::nullopt;
+}
+
+namespace {
+
+std::string tensor_name(const DeclaredTensor& t) { return std::string(t.name, strnlen(t.name, kDeclaredNameBytes)); }
+
+std::optional<Finding> spill_finding(std::string_view kernel, const TensorMapParam& map, const DeclaredTensor& t) {
+  const TensorMapView v = judged_view(map.decoded.view);
+  const std::optional<std::string> why = store_spill(v, t);
+  if (!why) return std::nullopt;
+  const std::string name = tensor_name(t);
+  Finding f = make_finding(FindingId::kMapStoreSpill, kernel, name, &map);
+  f.expected = fmt::format("a stored map whose rows end on a 16-byte chunk, or whose chunks' rest is {}'s own: {}",
+                           name, describe_tensor(t));
+  f.observed = fmt::format("map {}: {}", describe_map_walk(v), *why);
+  f.hint = fmt::format(
+      "the store will overwrite the bytes after each row of {} up to the chunk's end (elements outside the view): "
+      "store into a buffer whose rows are a multiple of 16 bytes and copy the view out, or pad the view's last dim",
+      name);
+  return f;
+}
+
+}  // namespace
+
 std::optional<Finding> tensor_finding(std::string_view kernel, const TensorMapParam& map, const DeclaredTensor* tensors,
-                                      std::size_t n) {
+                                      std::size_t n, bool stored) {
   if (!map.decoded.ok()) return std::nullopt;
-  const TensorMapView& v = map.decoded.view;
+  const TensorMapView v = judged_view(map.decoded.view);  // a ragged map: the tensor under it
   const DeclaredTensor* named = nullptr;
   std::string why;
   for (std::size_t i = 0; i < n; ++i) {
     if (!points_into(v.address, tensors[i])) continue;
     const TensorMatch m = match_tensor(v, tensors[i]);
+    if (m.fit == TensorFit::kDescribes && stored) return spill_finding(kernel, map, tensors[i]);
     if (m.fit != TensorFit::kMismatch) return std::nullopt;
     if (!named || (tensors[i].data == v.address && named->data != v.address)) named = &tensors[i], why = m.why;
   }
   if (!named) return std::nullopt;
-  const std::string name(named->name, strnlen(named->name, kDeclaredNameBytes));
+  const std::string name = tensor_name(*named);
   Finding f = make_finding(FindingId::kMapTensorMismatch, kernel, name, &map);
   f.expected = fmt::format("a map that walks {}'s own elements: {}", name, describe_tensor(*named));
   f.observed = fmt::format("map {}: {}", describe_map_walk(v), why);
@@ -211,9 +264,8 @@ std::string describe_tensor(const DeclaredTensor& t) {
   const int rank = std::clamp(t.rank, 0, kMaxDeclaredRank);
   const std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + rank);
   const std::vector<int64_t> strides(t.strides.begin(), t.strides.begin() + rank);
-  return fmt::format("{} (shape [{}], strides [{}] elements, {}-byte elements, at 0x{:x})",
-                     std::string(t.name, strnlen(t.name, kDeclaredNameBytes)), fmt::join(shape, ", "),
-                     fmt::join(strides, ", "), t.element_size, t.data);
+  return fmt::format("{} (shape [{}], strides [{}] elements, {}-byte elements, at 0x{:x})", tensor_name(t),
+                     fmt::join(shape, ", "), fmt::join(strides, ", "), t.element_size, t.data);
 }
 
 std::string describe_map_walk(const TensorMapView& map) {

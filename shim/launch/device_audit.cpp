@@ -180,8 +180,9 @@ void examine(const ReadSlot& s) {
   Judgement j = judge_launch(rules(), k.audit.rules, k.name, maps, current_arch());
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
   findings.insert(findings.end(), j.findings.begin(), j.findings.end());
-  for (const TensorMapParam& m : maps)
-    if (auto f = s.declared_count ? tensor_finding(k.name, m, s.declared, s.declared_count) : std::nullopt)
+  const std::vector<bool> stored = s.declared_count ? stored_maps(rules(), k.audit.rules, maps) : std::vector<bool>{};
+  for (std::size_t i = 0; i < maps.size() && s.declared_count; ++i)
+    if (auto f = tensor_finding(k.name, maps[i], s.declared, s.declared_count, stored[i]))
       findings.push_back(std::move(*f));
   if (findings.empty()) return;
   const auto site = s.site.native || s.site.python.taken

@@ -149,6 +149,16 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   return report_findings(findings);
 }
 
+// Every decoded map against the tensors the launching thread declared; the maps the rules name as stored also for
+// what their stores spill.
+void judge_declared(std::string_view kernel, const std::vector<int>& which, const std::vector<TensorMapParam>& maps,
+                    const DeclaredSet& declared, std::vector<Finding>& out) {
+  const std::vector<bool> stored = stored_maps(rules(), which, maps);
+  for (std::size_t i = 0; i < maps.size(); ++i)
+    if (auto f = tensor_finding(kernel, maps[i], declared.tensors, declared.count, stored[i]))
+      out.push_back(std::move(*f));
+}
+
 Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
   LaunchThread& t = t_launch_thread;
   register_thread();
@@ -174,9 +184,7 @@ Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
                                                            [](const TensorMapParam& m) { return m.decoded.ok(); })));
   if (inspecting) inspect(c.kernel, launch.geom, maps, slots, c);
   Judgement j = judge_launch(rules(), c.kernel->rules, c.kernel->name, maps, current_arch(), &known_clean);
-  for (const TensorMapParam& m : maps)
-    if (auto f = declared.empty() ? std::nullopt : tensor_finding(c.kernel->name, m, declared.tensors, declared.count))
-      j.findings.push_back(std::move(*f));
+  if (!declared.empty()) judge_declared(c.kernel->name, c.kernel->rules, maps, declared, j.findings);
   return report(c, maps, slots, known_clean, j);
 }
 

@@ -8,6 +8,10 @@
 //   undeclared_shape    the shape-built map, nothing declared: judged as before (it runs)
 //   ended_shape         declared, the declaration ended, then the shape-built map: as undeclared
 //   declared_twice      the right map launched twice under the same declaration, then the shape-built one
+//   spill_view          Triton's matmul_kernel_tma (rules/examples/triton_matmul.toml names C stored): C over
+//                      out = buf[:, :466] of a (32, 512) bf16 buffer, declared: its rows end inside a 16-byte chunk
+//   spill_chunk         the same over buf[:, :464]: its rows end on a chunk
+//   spill_undeclared    spill_view's maps, nothing declared
 //   q_right, q_shape, q_past   the three maps launched without a declaration of their own (the Python job declares
 //                      q around them: tests/python/declared_job.py)
 #include <cstdio>
@@ -80,6 +84,30 @@ int declared_twice() {
   return finish(ran(right) + ran(shape));
 }
 
+constexpr uint64_t kA = 0x7f0000400000ULL, kBt = 0x7f0000800000ULL, kOut = 0x7f0000c00000ULL;
+constexpr uint64_t kRows = 32, kK = 64, kBufCols = 512;
+
+// C = A @ B.T into out = buf[:, :cols] (bf16), A (32, 64), B (cols, 64): Triton's three host descriptors.
+int matmul_into_view(uint64_t cols, bool declare, const char* what) {
+  if (declare) {
+    const int64_t shape[] = {kRows, static_cast<int64_t>(cols)}, strides[] = {kBufCols, 1};
+    if (tmaguard_declare("out", reinterpret_cast<const void*>(kOut), 2, shape, strides, 2) != 0)
+      die("tmaguard_declare refused out");
+  }
+  MapShape s;
+  s.box = {64, 32};
+  const CUtensorMap a = encode_map({kA, {kK, kRows}, {kK * 2}}, s);
+  const CUtensorMap b = encode_map({kBt, {kK, cols}, {kK * 2}}, s);
+  const CUtensorMap c = encode_map({kOut, {cols, kRows}, {kBufCols * 2}}, s);
+  const Kernel k = make_kernel("matmul_kernel_tma", {a, b, c});
+  launch(k);
+  std::printf("TENSORS %s ran=%lu\n", what, ran(k));
+  return finish(ran(k));
+}
+int spill_view() { return matmul_into_view(466, true, "spill"); }
+int spill_chunk() { return matmul_into_view(464, true, "chunk"); }
+int spill_undeclared() { return matmul_into_view(466, false, "undeclared"); }
+
 }  // namespace
 
 const std::vector<Scenario>& tensor_scenarios() {
@@ -87,6 +115,7 @@ const std::vector<Scenario>& tensor_scenarios() {
       {"declared_right", declared_right},   {"declared_shape", declared_shape}, {"declared_past", declared_past},
       {"undeclared_shape", undeclared_shape}, {"ended_shape", ended_shape},     {"declared_twice", declared_twice},
       {"q_right", q_right},                   {"q_shape", q_shape},             {"q_past", q_past},
+      {"spill_view", spill_view},             {"spill_chunk", spill_chunk},     {"spill_undeclared", spill_undeclared},
   };
   return v;
 }

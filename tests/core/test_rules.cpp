@@ -72,7 +72,7 @@ TEST(RulesParse, ErrorsNameFileLineAndProblem) {
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nkernal_glob = \"y\"\nexpect_map_count = [1]\n"),
             "r.toml:4: unknown key 'kernal_glob' in rule 'x' (known: id, kernel, kernel_glob, kernel_regex, map_count, "
             "expect_map_count, severity, action, hint, maps, when, require, signature_id, not_checkable, "
-            "not_checkable_message, check, replaces_builtin)");
+            "not_checkable_message, check, replaces_builtin, stores)");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nmap_count = \"6\"\nexpect_map_count = [1]\n"),
             "r.toml:4: 'map_count' in rule 'x' must be an integer, got a string");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel_regex = \"fa4(\"\nexpect_map_count = [1]\n")
@@ -91,8 +91,8 @@ TEST(RulesParse, ErrorsNameFileLineAndProblem) {
           .rfind("r.toml:7: unknown check kind 'same_shape'", 0),
       0u);
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\n"),
-            "r.toml:1: rule 'x' has no [[rule.check]], no expect_map_count and no not_checkable: it can never report "
-            "anything");
+            "r.toml:1: rule 'x' has no [[rule.check]], no expect_map_count, no not_checkable and no stores: it can never "
+            "report anything");
   EXPECT_EQ(first_error("[[rule]]\nid = \"x\"\nkernel = \"k\"\nexpect_map_count = [1]\n[[rule]]\nid = \"x\"\n"
                         "kernel = \"j\"\nexpect_map_count = [2]\n"),
             "r.toml: rule id 'x' is defined twice");
@@ -409,6 +409,39 @@ b = "A"
   std::string never = text;
   never.replace(never.find("equals = 2"), 10, "equals = 3");
   EXPECT_TRUE(run(never, "k", {rank3, b_same_addr}).empty()) << "a rule whose [[rule.when]] fails is silent";
+}
+
+// stores = [..] names the maps a kernel writes through: each must be one of the rule's maps, and a launch's map is
+// stored only when a rule naming it applies (its map count, maps, when and signature).
+TEST(RulesEval, StoresNameTheMapsARuleAppliesToAndStoresThrough) {
+  const std::string text = R"([[rule]]
+id = "out"
+kernel = "k"
+map_count = 2
+stores = ["B"]
+[rule.maps]
+A = 0
+B = 1
+[[rule.require]]
+kind = "distinct_address"
+a = "B"
+b = ["A"]
+)";
+  const RulesResult r = parse_rules(text, "r.toml");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  const std::vector<int> which = rules_for_kernel(*r.rules, "k");
+  const auto a = map2d(1, 0x7f0000000000ULL, 128, 64, 256), b = map2d(2, 0x7f0000100000ULL, 128, 64, 256);
+  EXPECT_EQ(stored_maps(*r.rules, which, {a, b}), (std::vector<bool>{false, true}));
+  const auto b_same_addr = map2d(2, 0x7f0000000000ULL, 128, 64, 256);
+  EXPECT_EQ(stored_maps(*r.rules, which, {a, b_same_addr}), (std::vector<bool>{false, false}))
+      << "a launch whose signature is not the rule's has no stored map";
+  EXPECT_EQ(stored_maps(*r.rules, which, {a, b, b}), (std::vector<bool>{false, false, false})) << "another map count";
+  EXPECT_EQ(stored_maps(*r.rules, {}, {a, b}), (std::vector<bool>{false, false}));
+  std::string bad = text;
+  bad.replace(bad.find("[\"B\"]"), 5, "[\"C\"]");
+  EXPECT_EQ(first_error(bad), "r.toml:5: 'stores' in rule 'out' names 'C', which is none of the rule's [rule.maps]");
+  bad.replace(bad.find("[\"C\"]"), 5, "\"B\"");
+  EXPECT_EQ(first_error(bad), "r.toml:5: 'stores' in rule 'out' must be an array of the rule's map names");
 }
 
 // Rules can tell the encoders' forms apart: a kernel whose maps must come from the driver (for its checks) says so.

@@ -161,5 +161,53 @@ TEST(TensorMatch, AFindingNamesTheTensorTheMapStartsAtAndAnyTensorThatFitsClears
   EXPECT_FALSE(tensor_finding("kern", param(packed_k, 1), qkv, 0));
 }
 
+// Triton #11583, measured on an H200 (docs/gpu-runs/nvidia-h200-spill.txt): a TMA store writes whole 16-byte chunks
+// of a row. A uint8 map over out[:, :466] of a (32, 512) buffer ends its rows 2 bytes into a chunk, so its stores write
+// columns 466-479, which are no element of the view.
+TEST(TensorMatch, AStoredMapWhoseRowsEndInsideAChunkSpillsOutOfAView) {
+  const DeclaredTensor view = tensor("out", {32, 466}, {512, 1}, 1);
+  const TensorMapView m = map({466, 32}, {512}, kBase, DataType::kU8);
+  ASSERT_EQ(fit(m, view), TensorFit::kDescribes) << "the map is the view's own";
+  const std::optional<std::string> why = store_spill(m, view);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("writes bytes 466-479 of each row"), std::string::npos) << *why;
+  const std::optional<Finding> f = tensor_finding("kern", param(m, 2), &view, 1, true);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->rule, "map-store-spill");
+  EXPECT_EQ(f->severity, Severity::kError);
+  EXPECT_EQ(f->tensor, "out");
+  EXPECT_FALSE(tensor_finding("kern", param(m, 2), &view, 1, false)) << "a map not named as stored is only matched";
+  EXPECT_TRUE(store_spill(map({470, 32}, {512}, kBase, DataType::kU8), tensor("out", {32, 470}, {512, 1}, 1)));
+}
+
+TEST(TensorMatch, AStoreEndingOnAChunkOrInsideItsOwnTensorDoesNotSpill) {
+  EXPECT_FALSE(store_spill(map({480, 32}, {512}, kBase, DataType::kU8), tensor("out", {32, 480}, {512, 1}, 1)));
+  // The whole (32, 512) buffer declared: the chunk's rest is its own columns 466-479 (another map may store them).
+  EXPECT_FALSE(store_spill(map({466, 32}, {512}, kBase, DataType::kU8), tensor("out", {32, 512}, {512, 1}, 1)));
+  // A 466-byte vector stored as a 1-D map: its one row's chunk runs past the tensor's end.
+  const std::optional<std::string> why = store_spill(map({466}, {}, kBase, DataType::kU8), tensor("v", {466}, {1}, 1));
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("is none of its elements"), std::string::npos) << *why;
+  EXPECT_FALSE(store_spill(map({64, 4, 128, 2}, {16384, 128, 65536}), kTransposed)) << "128-byte rows";
+}
+
+// A ragged map (varlen attention) is judged as the tensor under it: its 2^30 sequence extent is not the tensor's.
+TEST(TensorMatch, ARaggedMapIsMatchedAsTheTensorUnderIt) {
+  const uint64_t h = 4, d = 64, s = 2 * h * d;
+  const DeclaredTensor thd = tensor("dk", {1000, 4, 64}, {256, 64, 1});
+  // Triton's tools/ragged_tma.py form: the tensor's own address, two extra modes.
+  const TensorMapView wrap = map({d, 1ULL << 30, h, 0x7fff0000, 0x7fff0000}, {s, 2 * d, s, (1ULL << 34) * 2 - s});
+  ASSERT_TRUE(ragged_tensor(wrap));
+  EXPECT_FALSE(tensor_finding("kern", param(wrap, 0), &thd, 1, true));
+  // quack's ptr_shift form, its address 2^30 tokens before the tensor: the heads made contiguous is a mismatch.
+  const TensorMapView shifted = map({h, 1ULL << 30, d, (1ULL << 31) - 1}, {s, 2 * h, s}, kBase - (1ULL << 30) * s);
+  ASSERT_TRUE(ragged_tensor(shifted));
+  const std::optional<Finding> f = tensor_finding("kern", param(shifted, 0), &thd, 1);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->rule, "map-tensor-mismatch");
+  const TensorMapView right = map({d, 1ULL << 30, h, (1ULL << 31) - 1}, {s, 2 * d, s}, kBase - (1ULL << 30) * s);
+  EXPECT_FALSE(tensor_finding("kern", param(right, 0), &thd, 1));
+}
+
 }  // namespace
 }  // namespace tmaguard

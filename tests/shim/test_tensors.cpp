@@ -61,6 +61,32 @@ TEST(Tensors, ARepeatUnderTheSameDeclarationIsRememberedAndAnotherMapStillJudged
   ASSERT_EQ(r.events("summary").size(), 1u) << describe(r);
 }
 
+// A map the rules name as stored (rules/examples/triton_matmul.toml: C) over a declared view whose rows end inside a
+// 16-byte chunk: the store would overwrite the view's neighbours, measured on an H200 (docs/gpu-runs/
+// nvidia-h200-spill.txt). Rows that end on a chunk, no declaration, or no rule naming C stored: it runs.
+TEST(Tensors, AStoredMapWhoseRowsSpillOutOfADeclaredViewIsStopped) {
+  const std::string rules = std::string(TG_SOURCE_DIR) + "/rules/examples/triton_matmul.toml";
+  const auto with_rules = [&](const char* scenario) {
+    return run_client({"getproc", "launch", scenario}, {{"TMAGUARD_MODE", "reject"}, {"TMAGUARD_RULES", rules}});
+  };
+  const ClientRun spill = with_rules("spill_view");
+  EXPECT_NE(spill.p.out.find("TENSORS spill ran=0"), std::string::npos) << describe(spill);
+  const std::vector<json> v = spill.events("violation");
+  ASSERT_EQ(v.size(), 1u) << describe(spill);
+  EXPECT_EQ(v[0]["rule"], "map-store-spill") << v[0].dump();
+  EXPECT_EQ(v[0]["tensor"], "out") << v[0].dump();
+  EXPECT_NE(v[0]["observed"].get<std::string>().find("writes bytes 932-943 of each row"), std::string::npos)
+      << v[0].dump();
+  for (const char* scenario : {"spill_chunk", "spill_undeclared"}) {
+    const ClientRun r = with_rules(scenario);
+    EXPECT_NE(r.p.out.find("ran=1"), std::string::npos) << scenario << "\n" << describe(r);
+    EXPECT_TRUE(r.events("violation").empty()) << scenario << "\n" << describe(r);
+  }
+  const ClientRun no_rule = run("spill_view");
+  EXPECT_NE(no_rule.p.out.find("TENSORS spill ran=1"), std::string::npos) << describe(no_rule);
+  EXPECT_TRUE(no_rule.events("violation").empty()) << describe(no_rule);
+}
+
 // The Python helper: tmaguard.declared(q=view) around a launch made through ctypes.
 ClientRun python_job(const char* which, bool preloaded = true) {
   if (!preloaded) {
