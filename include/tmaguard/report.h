@@ -71,6 +71,8 @@ struct Summary {
   uint64_t device_launches_audited = 0, device_buffers_read = 0, device_maps_found = 0;
   // Call sites taken for reported findings (TMAGUARD_STACK) and the time they took in all.
   uint64_t call_sites_taken = 0, call_site_ns = 0;
+  // Tensor maps compared with the tensors the job declared (tmaguard.declared): absent from the record when none.
+  uint64_t maps_compared_with_tensors = 0;
   std::map<std::string, uint64_t> device_skipped;
 };
 

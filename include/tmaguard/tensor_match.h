@@ -6,10 +6,10 @@
 
 #include <array>
 #include <cstdint>
-#include <string>
-
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "tmaguard/finding.h"
 #include "tmaguard/tensormap.h"
@@ -73,6 +73,9 @@ std::optional<Finding> tensor_finding(std::string_view kernel, const TensorMapPa
 //! no element of the tensor (the view's row stride leaves bytes after it, or the tensor ends there). Bytes that are
 //! the tensor's own elements (a map over part of a row) are not judged. Only the map's first and last rows are read.
 std::optional<std::string> store_spill(const TensorMapView& map, const DeclaredTensor& t);
+
+//! How many of the decoded `maps` (as judged_view() sees them) point into one of the `n` tensors.
+std::size_t maps_into_tensors(const std::vector<TensorMapParam>& maps, const DeclaredTensor* tensors, std::size_t n);
 
 //! The tensor as a report shows it: `q (shape [2, 128, 4, 64], strides [32768, 64, 8192, 1], 2-byte elements)`.
 std::string describe_tensor(const DeclaredTensor& t);

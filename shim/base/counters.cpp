@@ -19,6 +19,7 @@ namespace {
 // The device audit's counts, the launches not checked and the call sites taken (process-wide atomics; reset in a
 // forked child).
 std::atomic<uint64_t> g_sites{0}, g_site_ns{0};
+std::atomic<uint64_t> g_compared_with_tensors{0};
 std::atomic<uint64_t> g_audit[3];
 std::atomic<uint64_t> g_unchecked[static_cast<int>(Unchecked::kCount)];
 std::atomic<uint64_t> g_audit_skipped[static_cast<int>(AuditSkip::kCount)];
@@ -73,6 +74,7 @@ void fork_child() {
   for (auto& a : g_audit_skipped) a.store(0, std::memory_order_relaxed);
   for (auto& a : g_unchecked) a.store(0, std::memory_order_relaxed);
   g_sites.store(0, std::memory_order_relaxed);
+  g_compared_with_tensors.store(0, std::memory_order_relaxed);
   g_site_ns.store(0, std::memory_order_relaxed);
   if (g_threads) {
     g_threads->clear();
@@ -111,6 +113,9 @@ void count_call_site(uint64_t ns) {
   g_sites.fetch_add(1, std::memory_order_relaxed);
   g_site_ns.fetch_add(ns, std::memory_order_relaxed);
 }
+void count_compared_with_tensors(uint64_t n) { g_compared_with_tensors.fetch_add(n, std::memory_order_relaxed); }
+uint64_t compared_with_tensors() { return g_compared_with_tensors.load(std::memory_order_relaxed); }
+
 CallSiteCounts call_site_counts() {
   return {g_sites.load(std::memory_order_relaxed), g_site_ns.load(std::memory_order_relaxed)};
 }

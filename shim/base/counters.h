@@ -39,6 +39,11 @@ struct CallSiteCounts {
 };
 CallSiteCounts call_site_counts();
 
+//! Maps compared with the tensors their launching thread declared (launch/declared.h), process-wide: the summary
+//! shows that declarations reached the maps. Counted on full checks only (a repeat passed by the memo is not).
+void count_compared_with_tensors(uint64_t n);
+uint64_t compared_with_tensors();
+
 //! The device-map audit's counts (device_audit.cpp), process-wide; the child of a fork starts from zero.
 enum class AuditSkip : int {
   kCapturing,

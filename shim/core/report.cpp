@@ -428,6 +428,7 @@ std::string summary_json(const Summary& s, const ProcessContext& ctx) {
                               {"buffers_read", s.device_buffers_read},
                               {"maps_found", s.device_maps_found},
                               {"skipped", s.device_skipped}};
+  if (s.maps_compared_with_tensors) j[field::kComparedWithTensors] = s.maps_compared_with_tensors;
   if (!s.version.empty()) j[field::kVersion] = s.version;
   if (!s.revision.empty()) j[field::kRevision] = s.revision;
   const std::string body =
@@ -465,6 +466,8 @@ std::string summary_text(const Summary& s, const ProcessContext& ctx) {
                         s.device_launches_audited, s.device_buffers_read, s.device_maps_found);
     if (!s.device_skipped.empty()) line += ", not read: " + counted(s.device_skipped);
   }
+  if (s.maps_compared_with_tensors)
+    line += fmt::format("; {} tensor maps compared with declared tensors", s.maps_compared_with_tensors);
   const std::string by = s.version.empty() ? "" : fmt::format("; tmaguard {} git {}", s.version, s.revision);
   return line + fmt::format(" ({}{})", ctx_text(ctx), by);
 }

@@ -260,6 +260,14 @@ std::optional<Finding> tensor_finding(std::string_view kernel, const TensorMapPa
   return f;
 }
 
+std::size_t maps_into_tensors(const std::vector<TensorMapParam>& maps, const DeclaredTensor* tensors, std::size_t n) {
+  return static_cast<std::size_t>(std::count_if(maps.begin(), maps.end(), [&](const TensorMapParam& m) {
+    if (!m.decoded.ok()) return false;
+    const uint64_t address = judged_view(m.decoded.view).address;
+    return std::any_of(tensors, tensors + n, [&](const DeclaredTensor& t) { return points_into(address, t); });
+  }));
+}
+
 std::string describe_tensor(const DeclaredTensor& t) {
   const int rank = std::clamp(t.rank, 0, kMaxDeclaredRank);
   const std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + rank);

@@ -181,6 +181,7 @@ void examine(const ReadSlot& s) {
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
   findings.insert(findings.end(), j.findings.begin(), j.findings.end());
   const std::vector<bool> stored = s.declared_count ? stored_maps(rules(), k.audit.rules, maps) : std::vector<bool>{};
+  if (s.declared_count) count_compared_with_tensors(maps_into_tensors(maps, s.declared, s.declared_count));
   for (std::size_t i = 0; i < maps.size() && s.declared_count; ++i)
     if (auto f = tensor_finding(k.name, maps[i], s.declared, s.declared_count, stored[i]))
       findings.push_back(std::move(*f));

@@ -154,6 +154,7 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
 void judge_declared(std::string_view kernel, const std::vector<int>& which, const std::vector<TensorMapParam>& maps,
                     const DeclaredSet& declared, std::vector<Finding>& out) {
   const std::vector<bool> stored = stored_maps(rules(), which, maps);
+  count_compared_with_tensors(maps_into_tensors(maps, declared.tensors, declared.count));
   for (std::size_t i = 0; i < maps.size(); ++i)
     if (auto f = tensor_finding(kernel, maps[i], declared.tensors, declared.count, stored[i]))
       out.push_back(std::move(*f));

@@ -298,6 +298,7 @@ Summary summary_of(const Reporter& rep) {
   const CallSiteCounts cs = call_site_counts();
   s.call_sites_taken = cs.taken;
   s.call_site_ns = cs.ns;
+  s.maps_compared_with_tensors = compared_with_tensors();
   s.version = TMAGUARD_VERSION;
   s.revision = TMAGUARD_REVISION;
   return s;

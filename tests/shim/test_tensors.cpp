@@ -22,6 +22,8 @@ TEST(Tensors, AViewsRightMapRunsAndItsShapeBuiltMapIsStoppedNamingTheTensor) {
   const ClientRun right = run("declared_right");
   EXPECT_NE(right.p.out.find("TENSORS right ran=1"), std::string::npos) << describe(right);
   EXPECT_TRUE(mismatches(right).empty()) << describe(right);
+  ASSERT_EQ(right.events("summary").size(), 1u) << describe(right);
+  EXPECT_EQ(right.events("summary")[0].value("maps_compared_with_tensors", 0), 1) << describe(right);
 
   const ClientRun shape = run("declared_shape");
   EXPECT_NE(shape.p.out.find("TENSORS shape ran=0"), std::string::npos) << describe(shape);
@@ -49,6 +51,8 @@ TEST(Tensors, WithoutADeclarationOrAfterItEndedAMapIsJudgedAsBefore) {
     EXPECT_NE(r.p.out.find("ran=1"), std::string::npos) << scenario << "\n" << describe(r);
     EXPECT_TRUE(mismatches(r).empty()) << scenario << "\n" << describe(r);
     EXPECT_EQ(r.failed, 0) << scenario << "\n" << describe(r);
+    ASSERT_EQ(r.events("summary").size(), 1u) << scenario << "\n" << describe(r);
+    EXPECT_FALSE(r.events("summary")[0].contains("maps_compared_with_tensors")) << "nothing was declared";
   }
 }
 
@@ -59,6 +63,7 @@ TEST(Tensors, ARepeatUnderTheSameDeclarationIsRememberedAndAnotherMapStillJudged
   EXPECT_NE(r.p.out.find("TENSORS twice right_ran=2 shape_ran=0"), std::string::npos) << describe(r);
   ASSERT_EQ(mismatches(r).size(), 1u) << describe(r);
   ASSERT_EQ(r.events("summary").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("summary")[0].value("maps_compared_with_tensors", 0), 2) << "the repeat passed by the memo";
 }
 
 // A map the rules name as stored (rules/examples/triton_matmul.toml: C) over a declared view whose rows end inside a
