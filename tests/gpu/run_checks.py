@@ -559,6 +559,71 @@ b = "A"
                f"forms={sorted({(m.get('tensor_map') or {}).get('encoder') for m in dev})} audit={audit(recs)}")
 
 
+def declared_tensors():
+    """Maps judged against the caller's tensors (tmaguard.declared) on the real driver. A Triton TMA copy through a
+    descriptor built from a transposed view's shape as if it were contiguous: wrong unguarded, passed by tmaguard
+    undeclared (in bounds, well formed), stopped declared, naming q; the right descriptor: correct under all three.
+    Triton #11583 on this GPU: a store through a descriptor over buf[:, :466] writes past the view unguarded, and is
+    stopped (map-store-spill) declared with a rule naming it stored. Real PyTorch stacks with every aten op's tensors
+    declared: no finding, and maps were compared."""
+    script = os.path.join(ARGS.root, "tests", "gpu", "declared_tensors.py")
+    os.makedirs(os.path.join(ARGS.out, "logs"), exist_ok=True)
+    log = os.path.join(ARGS.out, "logs", "declared.jsonl")
+    sec = "maps against declared tensors"
+
+    def line(p, tag):
+        m = re.search(tag + r" (.*)", p.stdout)
+        return m.group(1) if m else f"no {tag} line: rc={p.returncode} {p.stderr[-400:]!r}"
+
+    def summary(recs):
+        s = events(recs, "summary")
+        return s[-1] if s else {}
+
+    for which in ("right", "shape"):
+        base, _, _ = run([sys.executable, script, "view", which], guarded=False)
+        und, urecs, _ = run([sys.executable, script, "view", which], mode="reject", log=log)
+        dec, drecs, _ = run([sys.executable, script, "view", which, "declare"], mode="reject", log=log)
+        b, u, d = line(base, "VIEW"), line(und, "VIEW"), line(dec, "VIEW")
+        viol = [r.get("rule") for r in events(drecs, "violation")]
+        tensors = [r.get("tensor") for r in events(drecs, "violation")]
+        compared = summary(drecs).get("maps_compared_with_tensors", 0)
+        if which == "right":
+            ok = all("launched=1 correct=True" in x for x in (b, u, d)) and not viol and compared >= 2
+        else:
+            ok = ("launched=1 correct=False" in b and "launched=1 correct=False" in u
+                  and not events(urecs, "violation") and "launched=0" in d
+                  and viol == ["map-tensor-mismatch"] and tensors == ["q"])
+        record(sec, f"Triton TMA copy of a transposed view, {which} descriptor", ok,
+               f"unguarded: {b} | undeclared: {u} | declared: {d} | violations={viol} tensors={tensors} "
+               f"compared={compared}")
+    rules = os.path.join(ARGS.root, "tests", "gpu", "spill_rules.toml")
+    base, _, _ = run([sys.executable, script, "spill"], guarded=False)
+    und, urecs, _ = run([sys.executable, script, "spill"], mode="reject", log=log, extra_env={"TMAGUARD_RULES": rules})
+    dec, drecs, _ = run([sys.executable, script, "spill", "declare"], mode="reject", log=log,
+                        extra_env={"TMAGUARD_RULES": rules})
+    b, u, d = line(base, "SPILL"), line(und, "SPILL"), line(dec, "SPILL")
+    viol = [r.get("rule") for r in events(drecs, "violation")]
+    spilled = re.search(r"past_extent=(\d+)", b)
+    ok = (spilled is not None and int(spilled.group(1)) > 0 and "launched=1" in u and "launched=0" in d
+          and "past_extent=0" in d and viol == ["map-store-spill"] and not events(urecs, "violation"))
+    record(sec, "Triton store through a descriptor over buf[:, :466] (Triton #11583)", ok,
+           f"unguarded: {b} | undeclared: {u} | declared: {d} | violations={viol} "
+           f"observed={[r.get('observed', '')[-160:] for r in events(drecs, 'violation')]}")
+    stacks = subprocess.run([sys.executable, script, "list"], capture_output=True, text=True).stdout.split()
+    for name in stacks:
+        p, recs, wall = run([sys.executable, script, "stack", name], mode="log", log=log, timeout=400)
+        s = summary(recs)
+        viol = [(r.get("rule"), r.get("tensor"), r.get("kernel", "")[:50], r.get("observed", "")[-200:])
+                for r in events(recs, "violation")]
+        warn = [r.get("rule") or r.get("message", "")[:80] for r in events(recs, "warning")]
+        compared = s.get("maps_compared_with_tensors", 0)
+        ok = p.returncode == 0 and "status=ok" in p.stdout and not viol and bool(s)
+        record(sec, f"PyTorch stack with its tensors declared: {name}", ok,
+               f"rc={p.returncode} maps_compared_with_tensors={compared} "
+               f"tensor_maps_decoded={s.get('tensor_maps_decoded')} violations={viol} warnings={warn} "
+               f"{line(p, 'STACK')} wall={wall:.1f}s" + ("" if ok else f" stderr={p.stderr[-600:]!r}"))
+
+
 def take_logs(logdir):
     """Every JSON record of the logs in `logdir`; the logs are removed (the next job there starts with none)."""
     recs = []
@@ -1091,7 +1156,7 @@ def main():
         print(f"{k}: {v}")
     sections = {"fa4": fa4_matrix, "fa4_family": fa4_family, "callsite": callsite, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm, "cudnn": cudnn_sdpa,
                 "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
-                "overhead": overhead, "probe": launch_probe,
+                "tensors": declared_tensors, "overhead": overhead, "probe": launch_probe,
                 "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}
     optional = {"e2e_control", "installed", "probe"}
     for name, fn in sections.items():
