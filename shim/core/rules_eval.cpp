@@ -50,7 +50,11 @@ struct Evaluation {
 std::vector<Evaluation> evaluate(const Check& c, const std::map<std::string, const TensorMapParam*>& named) {
   std::vector<Evaluation> out;
   const TensorMapParam* a = named.at(c.a);
-  const std::vector<std::string> bs = c.kind->pair ? c.b : std::vector<std::string>{""};
+  static const std::vector<std::string>& kNoB = *new std::vector<std::string>{""};  // never destroyed
+  const std::vector<std::string>& bs = c.kind->pair ? c.b : kNoB;
+  out.reserve(bs.size());
+  std::optional<Check> one_b;  // a check of several b's, evaluated against one of them at a time (copied once)
+  if (bs.size() > 1) one_b.emplace(c).b.resize(1);
   for (const std::string& bn : bs) {
     const TensorMapParam* b = bn.empty() ? nullptr : named.at(bn);
     Evaluation e{&c, bn, nullptr, std::nullopt};
@@ -64,8 +68,8 @@ std::vector<Evaluation> evaluate(const Check& c, const std::map<std::string, con
     else if (b && !b->decoded.ok())
       e.undecodable = b;
     if (!e.undecodable) {
-      Check one = c;
-      if (!bn.empty()) one.b = {bn};
+      if (one_b) one_b->b[0] = bn;
+      const Check& one = one_b ? *one_b : c;
       // A ragged map is judged as the tensor under it (its extra modes and shifted address are the idiom's own).
       const TensorMapView av = judged_view(a->decoded.view);
       const TensorMapView bv = b ? judged_view(b->decoded.view) : TensorMapView{};

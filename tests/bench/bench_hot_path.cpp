@@ -294,6 +294,38 @@ BENCHMARK_CAPTURE(launch_many_maps, stable_tmaguard, true, false);
 BENCHMARK_CAPTURE(launch_many_maps, one_changes_direct, false, true);
 BENCHMARK_CAPTURE(launch_many_maps, one_changes_tmaguard, true, true);
 
+// The FA4 signature launched from 1, 8 and 64 threads at once, each thread its own stream of launches of the same
+// kernel and maps (a data-parallel job's ranks do not share a process, but a serving process's workers do).
+// items_per_second counts launches of all threads: 1e9 / it is the process's cost per launch.
+void launch_threads(benchmark::State& st, bool through_tmaguard) {
+  const Launch l = pick(through_tmaguard, 2);
+  for (auto _ : st) benchmark::DoNotOptimize(l());
+  st.SetItemsProcessed(st.iterations());
+}
+BENCHMARK_CAPTURE(launch_threads, fa4_6maps_direct, false)->Threads(1)->Threads(8)->Threads(64)->UseRealTime();
+BENCHMARK_CAPTURE(launch_threads, fa4_6maps_tmaguard, true)->Threads(1)->Threads(8)->Threads(64)->UseRealTime();
+
+// A known kernel launched with new maps every time: the FA4 signature whose six tensors move each launch (a training
+// loop whose allocator hands out other blocks), so every launch is a full check of maps never seen before.
+void launch_new_maps(benchmark::State& st, bool through_tmaguard) {
+  Env& e = env();
+  CUtensorMap maps[6];
+  std::memcpy(maps, e.maps, sizeof maps);
+  void* args[] = {&e.n, &maps[0], &maps[1], &maps[2], &e.scale, &maps[3], &maps[4], &maps[5], &e.tail};
+  auto fn = through_tmaguard ? e.wrapped : e.direct;
+  uint64_t i = 0;
+  for (auto _ : st) {
+    ++i;
+    for (int m = 0; m < 6; ++m) {  // word 0 is the global address (driver form): 4 KiB steps through 1 TiB
+      const uint64_t addr = 0x7f0000000000ULL + (static_cast<uint64_t>(m) << 36) + ((i << 12) & ((1ULL << 36) - 1));
+      std::memcpy(&maps[m], &addr, 8);
+    }
+    benchmark::DoNotOptimize(fn(static_cast<CUfunction>(e.fa4), 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
+  }
+}
+BENCHMARK_CAPTURE(launch_new_maps, fa4_direct, false);
+BENCHMARK_CAPTURE(launch_new_maps, fa4_tmaguard, true);
+
 BENCHMARK(core_decode);
 BENCHMARK(core_hash);
 BENCHMARK(core_fa4_rule);

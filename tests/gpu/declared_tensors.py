@@ -196,10 +196,11 @@ def main():
     elif what == "spill":
         spill_case("declare" in sys.argv[2:])
     elif what == "stack":
+        name = sys.argv[2]  # a stack may rewrite sys.argv (training_step runs torch_step.main())
         watched = tmaguard.torch.watch()
-        STACKS[sys.argv[2]]()
+        STACKS[name]()
         torch.cuda.synchronize()
-        print(f"STACK name={sys.argv[2]} status=ok watched={watched}", flush=True)
+        print(f"STACK name={name} status=ok watched={watched}", flush=True)
     elif what == "list":
         print(" ".join(STACKS))
 
