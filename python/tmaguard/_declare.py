@@ -7,7 +7,7 @@ Inside the block every tensor map whose global address lies in a declared tensor
 elements; one built from a view's shape as if it were contiguous is reported as map-tensor-mismatch and acted on by
 the mode. Without tmaguard preloaded the block does nothing. A tensor is any object with data_ptr(), shape,
 stride() (in elements) and element_size() (PyTorch), or with __cuda_array_interface__ or __array_interface__
-(CuPy, Numba, JAX on a GPU, NumPy).
+(CuPy, Numba, NumPy), or with __dlpack__ (JAX, CuPy, TensorFlow: the capsule is read, not consumed).
 """
 import contextlib
 import ctypes
@@ -60,6 +60,51 @@ def _interface_metadata(iface):
     return int(data or 0), shape, tuple(strides), size
 
 
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):  # dlpack.h's DLTensor, the first member of DLManagedTensor(Versioned)
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+def _dlpack_metadata(tensor):
+    """(data pointer, shape, strides in elements, element size) of an object with __dlpack__ (JAX, CuPy, TensorFlow,
+    MLX...). The capsule is read and left unconsumed: its own destructor releases the tensor, as the protocol says
+    for a capsule nobody took."""
+    capsule = tensor.__dlpack__()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.argtypes, get.restype = [ctypes.py_object, ctypes.c_char_p], ctypes.c_void_p
+    valid = ctypes.pythonapi.PyCapsule_IsValid
+    valid.argtypes, valid.restype = [ctypes.py_object, ctypes.c_char_p], ctypes.c_int
+    if valid(capsule, b"dltensor"):
+        address = get(capsule, b"dltensor")
+    elif valid(capsule, b"dltensor_versioned"):  # DLManagedTensorVersioned: version (8 bytes), manager, deleter, flags
+        address = get(capsule, b"dltensor_versioned") + 8 + 3 * ctypes.sizeof(ctypes.c_void_p)
+    else:
+        raise TypeError("__dlpack__() returned no DLPack capsule")
+    t = _DLTensor.from_address(address)
+    size = t.dtype.bits * t.dtype.lanes // 8
+    if size == 0:
+        raise ValueError("an element of less than one byte")
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    if t.strides:
+        strides = tuple(t.strides[i] for i in range(t.ndim))
+    else:  # NULL strides: C-contiguous
+        strides, step = [], 1
+        for n in reversed(shape):
+            strides.insert(0, step)
+            step *= max(n, 1)
+        strides = tuple(strides)
+    return (t.data or 0) + t.byte_offset, shape, strides, size
+
+
 def metadata(tensor):
     """(data pointer, shape, strides in elements, element size) of a tensor-like object."""
     if hasattr(tensor, "data_ptr") and hasattr(tensor, "stride") and hasattr(tensor, "element_size"):
@@ -69,7 +114,10 @@ def metadata(tensor):
         iface = getattr(tensor, attr, None)
         if isinstance(iface, dict):
             return _interface_metadata(iface)
-    raise TypeError(f"{type(tensor).__name__} has neither data_ptr()/stride()/element_size() nor an array interface")
+    if hasattr(tensor, "__dlpack__"):
+        return _dlpack_metadata(tensor)
+    raise TypeError(f"{type(tensor).__name__} has neither data_ptr()/stride()/element_size(), an array interface nor "
+                    "__dlpack__")
 
 
 def _declare_all(entries):

@@ -1,10 +1,11 @@
 """Tensor maps against the caller's tensors on a real GPU (tmaguard.declared). One case per process:
 
-  declared_tensors.py view right|shape [declare]
+  declared_tensors.py view right|shape [declare [dlpack]]
       A Triton kernel copies q through a host TensorDescriptor with TMA loads. q is a transposed view of a contiguous
       (H, S, D) bf16 tensor, seen as (S, H, D). 'right' builds the descriptor from q's real strides, 'shape' from its
       shape as if it were contiguous (FA #2665's bug class: in bounds, accepted by the driver, wrong memory). With
-      'declare' the launch runs inside tmaguard.declared(q=q, out=out). Prints
+      'declare' the launch runs inside tmaguard.declared(q=q, out=out) ('dlpack': q seen through __dlpack__ alone).
+      Prints
       'VIEW map=... declared=... launched=... correct=... max_err=...'.
   declared_tensors.py spill [declare]
       A Triton kernel stores a (32, 256) uint8 tile at column 256 through a descriptor over buf[:, :466] of a zeroed
@@ -29,7 +30,17 @@ import tmaguard.torch  # noqa: E402
 DEV = "cuda"
 
 
-def view_case(which, declare):
+class OnlyDLPack:
+    """A tensor seen through __dlpack__ alone (as JAX or CuPy arrays are)."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, stream=None):
+        return self.t.__dlpack__()
+
+
+def view_case(which, declare, dlpack=False):
     import triton
     import triton.language as tl
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -49,7 +60,7 @@ def view_case(which, declare):
     launched, error = 1, ""
     try:
         if declare:
-            with tmaguard.declared(q=q, out=out):
+            with tmaguard.declared(q=OnlyDLPack(q) if dlpack else q, out=out):
                 copy_rows[(S // BS, H)](src, dst, BS)
         else:
             copy_rows[(S // BS, H)](src, dst, BS)
@@ -192,7 +203,7 @@ STACKS = {f.__name__: f for f in (cublas, cublas_fp8, grouped_mm, sdpa, training
 def main():
     what = sys.argv[1]
     if what == "view":
-        view_case(sys.argv[2], "declare" in sys.argv[3:])
+        view_case(sys.argv[2], "declare" in sys.argv[3:], "dlpack" in sys.argv[3:])
     elif what == "spill":
         spill_case("declare" in sys.argv[2:])
     elif what == "stack":

@@ -596,6 +596,10 @@ def declared_tensors():
         record(sec, f"Triton TMA copy of a transposed view, {which} descriptor", ok,
                f"unguarded: {b} | undeclared: {u} | declared: {d} | violations={viol} tensors={tensors} "
                f"compared={compared}")
+    p, recs, _ = run([sys.executable, script, "view", "shape", "declare", "dlpack"], mode="reject", log=log)
+    viol = [(r.get("rule"), r.get("tensor")) for r in events(recs, "violation")]
+    record(sec, "the shape descriptor, q declared through __dlpack__ alone", "launched=0" in line(p, "VIEW")
+           and viol == [("map-tensor-mismatch", "q")], f"{line(p, 'VIEW')} violations={viol}")
     rules = os.path.join(ARGS.root, "tests", "gpu", "spill_rules.toml")
     base, _, _ = run([sys.executable, script, "spill"], guarded=False)
     und, urecs, _ = run([sys.executable, script, "spill"], mode="reject", log=log, extra_env={"TMAGUARD_RULES": rules})

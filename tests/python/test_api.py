@@ -1,5 +1,6 @@
 """The wheel's Python API (python/tmaguard): the environment a launcher gives a child, and reading a JSON log."""
 import contextlib
+import ctypes
 import json
 import os
 import sys
@@ -232,6 +233,39 @@ class Declared(unittest.TestCase):
         self.assertEqual(tmaguard._declare.metadata(Strided()), (64, (3, 5), (1, 3), 4))
         with self.assertRaises(TypeError):
             tmaguard._declare.metadata(object())
+
+    def test_a_tensor_is_read_through_a_dlpack_capsule(self):
+        d = tmaguard._declare
+        shape = (ctypes.c_int64 * 3)(2, 3, 4)
+        strides = (ctypes.c_int64 * 3)(1, 2, 6)
+        managed = (ctypes.c_byte * 256)()  # DLManagedTensor: the DLTensor first, then manager context and deleter
+        dl = d._DLTensor.from_buffer(managed)
+        dl.data, dl.ndim, dl.byte_offset = 65536, 3, 512
+        dl.dtype = d._DLDataType(2, 16, 1)  # float16
+        dl.shape, dl.strides = shape, strides
+        new = ctypes.pythonapi.PyCapsule_New
+        new.argtypes, new.restype = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p], ctypes.py_object
+
+        class Exporter:
+            def __init__(self, name, at):
+                self.name, self.at = name, at
+
+            def __dlpack__(self, stream=None):
+                return new(ctypes.addressof(managed) + self.at, self.name, None)
+
+        self.assertEqual(d.metadata(Exporter(b"dltensor", 0)), (66048, (2, 3, 4), (1, 2, 6), 2))
+        dl.strides = ctypes.POINTER(ctypes.c_int64)()  # NULL: C-contiguous
+        self.assertEqual(d.metadata(Exporter(b"dltensor", 0))[2], (12, 4, 1))
+        versioned = (ctypes.c_byte * 512)()  # DLManagedTensorVersioned: version, manager, deleter, flags, DLTensor
+        ctypes.memmove(ctypes.addressof(versioned) + 8 + 3 * ctypes.sizeof(ctypes.c_void_p), managed, 64)
+
+        class Versioned:
+            def __dlpack__(self, stream=None):
+                return new(ctypes.addressof(versioned), b"dltensor_versioned", None)
+
+        self.assertEqual(d.metadata(Versioned())[:2], (66048, (2, 3, 4)))
+        with self.assertRaises(TypeError):
+            d.metadata(Exporter(b"something_else", 0))
 
     def test_without_the_library_a_block_is_a_no_op(self):
         self.assertFalse(tmaguard._declare.active())
