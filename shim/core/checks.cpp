@@ -49,9 +49,9 @@ const char* inline_hint(const TensorMapView& v) {
 void check_descriptor(std::string_view kernel, const TensorMapParam& m, const Arch& arch, std::vector<Finding>& out) {
   if (!m.decoded.ok()) return;
   const TensorMapView& v = m.decoded.view;
-  const std::string tensor = "param " + to_string(m.place);
+  auto tensor = [&] { return "param " + to_string(m.place); };  // made only for a finding
   if (v.address == 0) {  // wrong on every architecture: every access through the map faults
-    Finding f = make_finding(FindingId::kTmapNullAddress, kernel, tensor, &m);
+    Finding f = make_finding(FindingId::kTmapNullAddress, kernel, tensor(), &m);
     f.expected = "a non-NULL global address";
     f.observed = "globalAddress = 0";
     f.hint = "the tensor behind this descriptor was never allocated, or the descriptor's address was never filled in";
@@ -59,7 +59,7 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, const Ar
     return;
   }
   if (v.dtype == DataType::kUnknown) {
-    Finding f = make_finding(FindingId::kTmapUnknownElementType, kernel, tensor, &m);
+    Finding f = make_finding(FindingId::kTmapUnknownElementType, kernel, tensor(), &m);
     f.expected = "a known element-type code (0..10)";
     f.observed = fmt::format("element-type code {}", v.hw_type);
     f.hint = "a type tmaguard does not know yet (Blackwell packed types?); only structural checks were made";
@@ -71,7 +71,7 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, const Ar
   // Interleaved im2col has driver rules beyond the documented ones (see tests/data): judge only the rest.
   if (const EncodeProblem p = validate_encode(a);
       p && !(v.kind != MapKind::kTiled && v.interleave != 0 && p.field.rfind("pixelBox", 0) == 0)) {
-    Finding f = make_finding(FindingId::kTmapDriverWouldReject, kernel, tensor, &m);
+    Finding f = make_finding(FindingId::kTmapDriverWouldReject, kernel, tensor(), &m);
     f.severity = severity;  // findings.inc: an error only where the measured rules judge this map
     f.expected = fmt::format("a descriptor the driver would encode ({} within its limits)", p.field);
     f.observed = p.message + unmeasured_note(v, arch);

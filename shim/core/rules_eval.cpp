@@ -14,70 +14,93 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <map>
-#include <set>
+#include <stdexcept>
 
 #include "rules_model.h"
 
 namespace tmaguard {
 namespace {
 
-// The map a name refers to on this launch, or nullptr when the launch has no such map. Order counts the launch's
-// maps only (a place a rule names that held no map when the kernel was searched is not one of them).
-const TensorMapParam* resolve(const MapRef& m, const std::vector<TensorMapParam>& maps) {
+// The map a name refers to on this launch, or -1 when the launch has no such map. Order counts the launch's maps
+// only (a place a rule names that held no map when the kernel was searched is not one of them).
+int resolve(const MapRef& m, const std::vector<TensorMapParam>& maps) {
+  const auto n = static_cast<int64_t>(maps.size());
   if (m.place) {
-    for (const auto& x : maps)
-      if (x.place == *m.place) return &x;
-    return nullptr;
+    for (int64_t i = 0; i < n; ++i)
+      if (maps[static_cast<std::size_t>(i)].place == *m.place) return static_cast<int>(i);
+    return -1;
   }
-  std::vector<const TensorMapParam*> counted;
-  for (const auto& x : maps)
-    if (!x.named_only) counted.push_back(&x);
-  const auto n = static_cast<int64_t>(counted.size());
-  const int64_t i = m.order < 0 ? n + m.order : m.order;
-  return (i >= 0 && i < n) ? counted[static_cast<std::size_t>(i)] : nullptr;
+  const auto counted = std::count_if(maps.begin(), maps.end(), [](const TensorMapParam& x) { return !x.named_only; });
+  int64_t want = m.order < 0 ? counted + m.order : m.order;
+  if (want < 0 || want >= counted) return -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!maps[static_cast<std::size_t>(i)].named_only && want-- == 0) return static_cast<int>(i);
+  return -1;
 }
+
+// One launch's maps as the rules see them: each map, and the view its checks judge (a ragged map is judged as the
+// tensor under it: its extra modes and shifted address are the idiom's own), made once per launch.
+struct LaunchMaps {
+  const std::vector<TensorMapParam>& maps;
+  std::vector<TensorMapView> judged;
+
+  explicit LaunchMaps(const std::vector<TensorMapParam>& m) : maps(m), judged(m.size()) {
+    for (std::size_t i = 0; i < m.size(); ++i)
+      if (m[i].decoded.ok()) judged[i] = judged_view(m[i].decoded.view);
+  }
+};
+
+// Which launch map each of a rule's maps is (by its position in [rule.maps]; -1: none).
+struct Named {
+  const Rule& r;
+  std::vector<int> at;  // parallel to r.maps
+
+  // The position in r.maps of a check's map `name` (`hint`: the parser's, when set).
+  int position(const std::string& name, int hint) const {
+    if (hint >= 0) return hint;
+    for (std::size_t i = 0; i < r.maps.size(); ++i)
+      if (r.maps[i].name == name) return static_cast<int>(i);
+    throw std::out_of_range("rule " + r.id + " names no map " + name);
+  }
+  int map_of(const std::string& name, int hint) const { return at[static_cast<std::size_t>(position(name, hint))]; }
+};
 
 struct Evaluation {
   const Check* check;
-  std::string b;                        // the map compared with (pair kinds), one evaluation per name in check.b
+  std::string_view b;                   // the map compared with (pair kinds), one evaluation per name in check.b
   const TensorMapParam* undecodable;    // a map of the check that is no tensor map (nullptr: both decoded)
   std::optional<CheckFailure> failure;  // set when the check does not hold
   bool template_named = false;          // a map of the check is a template: not evaluated
 };
 
-// Evaluates a check against every map it names in `b` (once for single-map kinds).
-std::vector<Evaluation> evaluate(const Check& c, const std::map<std::string, const TensorMapParam*>& named) {
-  std::vector<Evaluation> out;
-  const TensorMapParam* a = named.at(c.a);
+// Evaluates a check against every map it names in `b` (once for single-map kinds), handing each evaluation to
+// `f` until it returns false.
+template <typename F>
+void evaluate(const Check& c, const Named& named, const LaunchMaps& lm, F&& f) {
   static const std::vector<std::string>& kNoB = *new std::vector<std::string>{""};  // never destroyed
   const std::vector<std::string>& bs = c.kind->pair ? c.b : kNoB;
-  out.reserve(bs.size());
   std::optional<Check> one_b;  // a check of several b's, evaluated against one of them at a time (copied once)
   if (bs.size() > 1) one_b.emplace(c).b.resize(1);
-  for (const std::string& bn : bs) {
-    const TensorMapParam* b = bn.empty() ? nullptr : named.at(bn);
+  const int ai = named.map_of(c.a, c.a_at);
+  const TensorMapParam* a = &lm.maps[static_cast<std::size_t>(ai)];
+  for (std::size_t k = 0; k < bs.size(); ++k) {
+    const std::string& bn = bs[k];
+    const int bi = bn.empty() ? -1 : named.map_of(bn, k < c.b_at.size() ? c.b_at[k] : -1);
+    const TensorMapParam* b = bi < 0 ? nullptr : &lm.maps[static_cast<std::size_t>(bi)];
     Evaluation e{&c, bn, nullptr, std::nullopt};
     if (unjudged_template(*a) || (b && unjudged_template(*b))) {
       e.template_named = true;
-      out.push_back(std::move(e));
-      continue;
-    }
-    if (!a->decoded.ok())
+    } else if (!a->decoded.ok()) {
       e.undecodable = a;
-    else if (b && !b->decoded.ok())
+    } else if (b && !b->decoded.ok()) {
       e.undecodable = b;
-    if (!e.undecodable) {
+    } else {
       if (one_b) one_b->b[0] = bn;
-      const Check& one = one_b ? *one_b : c;
-      // A ragged map is judged as the tensor under it (its extra modes and shifted address are the idiom's own).
-      const TensorMapView av = judged_view(a->decoded.view);
-      const TensorMapView bv = b ? judged_view(b->decoded.view) : TensorMapView{};
-      e.failure = c.kind->evaluate(one, av, b ? &bv : nullptr);
+      e.failure = c.kind->evaluate(one_b ? *one_b : c, lm.judged[static_cast<std::size_t>(ai)],
+                                   b ? &lm.judged[static_cast<std::size_t>(bi)] : nullptr);
     }
-    out.push_back(std::move(e));
+    if (!f(e)) return;
   }
-  return out;
 }
 
 // One rule against one launch, step by step: each step returns false when the rule stops there (a finding written or
@@ -85,9 +108,22 @@ std::vector<Evaluation> evaluate(const Check& c, const std::map<std::string, con
 struct RuleRun {
   const Rule& r;
   std::string_view kernel;
+  const LaunchMaps& lm;
   const std::vector<TensorMapParam>& maps;
   std::vector<Finding>& out;
-  std::map<std::string, const TensorMapParam*> named;
+  Named named;
+
+  RuleRun(const Rule& rule, std::string_view k, const LaunchMaps& l, std::vector<Finding>& o)
+      : r(rule), kernel(k), lm(l), maps(l.maps), out(o), named{rule, std::vector<int>(rule.maps.size(), -1)} {}
+
+  // The launch map a check's `a` is.
+  const TensorMapParam* map_a(const Check& c) const {
+    return &maps[static_cast<std::size_t>(named.map_of(c.a, c.a_at))];
+  }
+  // The name of the map an evaluation found undecodable: `a`'s or the `b` it was evaluated against.
+  std::string undecodable_name(const Check& c, const Evaluation& e) const {
+    return e.undecodable == map_a(c) ? c.a : std::string(e.b);
+  }
 
   Finding finding(const std::string& id, std::optional<Severity> sev, const std::string& tensor,
                   const TensorMapParam* m, const std::string& hint) const {
@@ -123,8 +159,10 @@ struct RuleRun {
   }
 
   bool name_maps() {
-    for (const MapRef& m : r.maps) {
-      const TensorMapParam* p = resolve(m, maps);
+    for (std::size_t i = 0; i < r.maps.size(); ++i) {
+      const MapRef& m = r.maps[i];
+      const int at = resolve(m, maps);
+      const TensorMapParam* p = at < 0 ? nullptr : &maps[static_cast<std::size_t>(at)];
       if (!p && !m.place) {
         say_missing(m);
         return false;
@@ -140,29 +178,33 @@ struct RuleRun {
         out.push_back(std::move(f));
         return false;
       }
-      named[m.name] = p;
+      named.at[i] = at;
     }
     return true;
   }
 
   bool when_holds() const {
-    for (const Check& c : r.when)
-      for (const Evaluation& e : evaluate(c, named))
-        if (e.template_named || e.undecodable || e.failure) return false;
+    bool holds = true;
+    for (const Check& c : r.when) {
+      evaluate(c, named, lm, [&](const Evaluation& e) { return holds = !(e.template_named || e.undecodable || e.failure); });
+      if (!holds) return false;
+    }
     return true;
   }
 
   bool signature_met() {
     std::vector<std::string> unmet;
     for (const Check& c : r.require) {
-      for (const Evaluation& e : evaluate(c, named)) {
+      evaluate(c, named, lm, [&](const Evaluation& e) {
         if (e.undecodable) {  // said once per map, however many entries name it
-          const std::string line = fmt::format("{} is not a tensor map ({})", e.undecodable == named.at(c.a) ? c.a : e.b,
-                                               e.undecodable->decoded.not_a_map);
+          const std::string line =
+              fmt::format("{} is not a tensor map ({})", undecodable_name(c, e), e.undecodable->decoded.not_a_map);
           if (std::find(unmet.begin(), unmet.end(), line) == unmet.end()) unmet.push_back(line);
-        } else if (e.failure)
+        } else if (e.failure) {
           unmet.push_back(fmt::format("{}: {}", e.failure->expected, e.failure->observed));
-      }
+        }
+        return true;
+      });
     }
     if (unmet.empty()) return true;
     Finding f = finding(r.signature_id, Severity::kWarning, "kernel", nullptr, "");
@@ -175,36 +217,40 @@ struct RuleRun {
     return false;
   }
 
+  // One evaluation of a check: a finding when its map is no tensor map or the check fails (false: the map failed,
+  // its later evaluations are skipped).
+  bool judge(const Check& c, const Evaluation& e) {
+    if (e.undecodable) {
+      const std::string name = undecodable_name(c, e);
+      Finding f = finding(finding_id(FindingId::kRuleMapUndecodable, r.id), Severity::kWarning, name, e.undecodable, "");
+      f.expected = fmt::format("'{}' is a tensor map", name);
+      f.observed = e.undecodable->decoded.not_a_map;
+      f.hint = "the kernel's parameters do not match what this rule expects";
+      out.push_back(std::move(f));
+      return false;
+    }
+    if (!e.failure) return true;
+    Finding f = finding(c.id, c.severity, c.a, map_a(c), c.hint);
+    f.expected = e.failure->expected;
+    f.observed = e.failure->observed;
+    out.push_back(std::move(f));
+    return false;
+  }
+
   void run_checks() {
-    std::set<std::string> failed;  // after a map fails one check, its later checks are skipped (first cause wins)
+    // After a map fails one check, its later checks are skipped (first cause wins): by position in [rule.maps].
+    std::vector<bool> failed(r.maps.size(), false);
     for (const Check& c : r.checks) {
-      for (const Evaluation& e : evaluate(c, named)) {
-        if (failed.count(c.a)) break;
-        if (e.undecodable) {
-          const std::string& name = e.undecodable == named.at(c.a) ? c.a : e.b;
-          Finding f =
-              finding(finding_id(FindingId::kRuleMapUndecodable, r.id), Severity::kWarning, name, e.undecodable, "");
-          f.expected = fmt::format("'{}' is a tensor map", name);
-          f.observed = e.undecodable->decoded.not_a_map;
-          f.hint = "the kernel's parameters do not match what this rule expects";
-          failed.insert(c.a);
-          out.push_back(std::move(f));
-          continue;
-        }
-        if (!e.failure) continue;
-        failed.insert(c.a);
-        Finding f = finding(c.id, c.severity, c.a, named.at(c.a), c.hint);
-        f.expected = e.failure->expected;
-        f.observed = e.failure->observed;
-        out.push_back(std::move(f));
-      }
+      const auto a_pos = static_cast<std::size_t>(named.position(c.a, c.a_at));
+      if (failed[a_pos]) continue;
+      evaluate(c, named, lm, [&](const Evaluation& e) { return !(failed[a_pos] = !judge(c, e)); });
     }
   }
 };
 
-void evaluate_rule(const Rule& r, std::string_view kernel, const std::vector<TensorMapParam>& maps,
-                   std::vector<Finding>& out, std::vector<NotCheckable>* not_checkable) {
-  RuleRun run{r, kernel, maps, out, {}};
+void evaluate_rule(const Rule& r, std::string_view kernel, const LaunchMaps& maps, std::vector<Finding>& out,
+                   std::vector<NotCheckable>* not_checkable) {
+  RuleRun run(r, kernel, maps, out);
   if (!run.map_count_matches() || !run.name_maps() || !run.when_holds() || !run.signature_met()) return;
   if (!r.not_checkable.empty()) {
     if (not_checkable) not_checkable->push_back({r.not_checkable, r.not_checkable_message});
@@ -219,13 +265,13 @@ std::vector<bool> stored_maps(const RuleSet& rules, const std::vector<int>& whic
                               const std::vector<TensorMapParam>& maps) {
   std::vector<bool> stored(maps.size(), false);
   std::vector<Finding> unused;  // what the rules say is reported by evaluate_rules; here only whether they apply
+  const LaunchMaps lm(maps);
   for (int ri : which) {
     const Rule& r = rules.rules[static_cast<std::size_t>(ri)];
     if (r.stores.empty()) continue;
-    RuleRun run{r, "", maps, unused, {}};
+    RuleRun run(r, "", lm, unused);
     if (!run.map_count_matches() || !run.name_maps() || !run.when_holds() || !run.signature_met()) continue;
-    for (const std::string& name : r.stores)
-      stored[static_cast<std::size_t>(run.named.at(name) - maps.data())] = true;
+    for (const std::string& name : r.stores) stored[static_cast<std::size_t>(run.named.map_of(name, -1))] = true;
   }
   return stored;
 }
@@ -265,7 +311,9 @@ std::vector<int> rules_on(const RuleSet& rules, const std::vector<int>& which, b
 void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
                     const std::vector<TensorMapParam>& maps, std::vector<Finding>& out,
                     std::vector<NotCheckable>* not_checkable) {
-  for (int ri : which) evaluate_rule(rules.rules[static_cast<std::size_t>(ri)], kernel, maps, out, not_checkable);
+  if (which.empty()) return;
+  const LaunchMaps lm(maps);
+  for (int ri : which) evaluate_rule(rules.rules[static_cast<std::size_t>(ri)], kernel, lm, out, not_checkable);
 }
 
 }  // namespace tmaguard

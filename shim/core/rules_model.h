@@ -25,6 +25,8 @@ struct Check {
   std::string id;              // empty: the rule's id
   std::string a;               // the map checked (`a`, or `map` for single-map kinds)
   std::vector<std::string> b;  // pair kinds: the map(s) it is compared with (`b`: a name or an array of names)
+  int a_at = -1;               // `a`'s position in the rule's maps (set by the parser; -1: looked up by name)
+  std::vector<int> b_at;       // each of `b`'s (parallel to b)
   std::optional<Severity> severity;
   std::string hint;
   std::vector<std::string> allowed;  // dtype / swizzle names

@@ -125,6 +125,46 @@ class Parser {
     const std::string& where_;
   };
 
+  // A check's maps (`a` and `b`, or `map`), each a name of [rule.maps], with its position there.
+  void check_maps(const toml::table& c, const Rule& r, const std::string& where, Check& ch) {
+    int at = -1;  // the position in [rule.maps] of the last name `named` read
+    auto named = [&](const toml::node* node, const std::string& m) {
+      const auto it = std::find_if(r.maps.begin(), r.maps.end(), [&](const MapRef& x) { return x.name == m; });
+      if (it == r.maps.end())
+        error(node, fmt::format("{} refers to map '{}', which [rule.maps] does not name", where, m));
+      at = it == r.maps.end() ? -1 : static_cast<int>(it - r.maps.begin());
+      return m;
+    };
+    auto need_map = [&](const char* key) -> std::string {
+      at = -1;
+      const auto m = str(c, key, where, true);
+      return m ? named(c.get(key), *m) : std::string();
+    };
+    auto add_b = [&](std::string name) {
+      ch.b.push_back(std::move(name));
+      ch.b_at.push_back(at);
+    };
+    if (ch.kind->pair) {
+      ch.a = need_map("a");
+      ch.a_at = at;
+      const toml::node* b = c.get("b");
+      if (const toml::array* arr = b ? b->as_array() : nullptr) {
+        for (const auto& e : *arr) {
+          if (e.is_string())
+            add_b(named(&e, std::string(*e.value<std::string_view>())));
+          else
+            error(&e, fmt::format("'b' in {} must name maps (strings)", where));
+        }
+        if (arr->empty()) error(b, fmt::format("'b' in {} names no map", where));
+      } else {
+        add_b(need_map("b"));
+      }
+    } else {
+      ch.a = need_map("map");
+      ch.a_at = at;
+    }
+  }
+
   // A [[rule.check]] (`judged` = true: it may carry its own id, severity and hint) or a [[rule.require]] /
   // [[rule.when]] entry (identification or applicability: no id, severity or hint of its own).
   std::optional<Check> parse_check(const toml::table& c, const Rule& r, const std::string& where, bool judged) {
@@ -148,32 +188,7 @@ class Parser {
     keys_known(c, known, where);
     Check ch;
     ch.kind = kind;
-    auto named = [&](const toml::node* at, const std::string& m) {
-      if (std::none_of(r.maps.begin(), r.maps.end(), [&](const MapRef& x) { return x.name == m; }))
-        error(at, fmt::format("{} refers to map '{}', which [rule.maps] does not name", where, m));
-      return m;
-    };
-    auto need_map = [&](const char* key) -> std::string {
-      const auto m = str(c, key, where, true);
-      return m ? named(c.get(key), *m) : std::string();
-    };
-    if (kind->pair) {
-      ch.a = need_map("a");
-      const toml::node* b = c.get("b");
-      if (const toml::array* arr = b ? b->as_array() : nullptr) {
-        for (const auto& e : *arr) {
-          if (e.is_string())
-            ch.b.push_back(named(&e, std::string(*e.value<std::string_view>())));
-          else
-            error(&e, fmt::format("'b' in {} must name maps (strings)", where));
-        }
-        if (arr->empty()) error(b, fmt::format("'b' in {} names no map", where));
-      } else {
-        ch.b.push_back(need_map("b"));
-      }
-    } else {
-      ch.a = need_map("map");
-    }
+    check_maps(c, r, where, ch);
     Keys keys(*this, c, where);
     kind->parse(keys, ch);
     if (judged) {

@@ -97,6 +97,8 @@ bool collect(const LaunchView& launch, Collected& c) {
 std::vector<TensorMapParam> decode_needed(const Collected& c, bool all, std::vector<std::size_t>& slots,
                                           std::vector<bool>& known_clean) {
   std::vector<TensorMapParam> maps;
+  maps.reserve(c.bytes.size());
+  slots.reserve(c.bytes.size());
   for (std::size_t i = 0; i < c.bytes.size(); ++i) {
     const MapEvidence e = c.kernel->evidence(i);
     const bool clean = map_passed_before(c.hashes[i], e);
