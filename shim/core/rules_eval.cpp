@@ -186,7 +186,10 @@ struct RuleRun {
   bool when_holds() const {
     bool holds = true;
     for (const Check& c : r.when) {
-      evaluate(c, named, lm, [&](const Evaluation& e) { return holds = !(e.template_named || e.undecodable || e.failure); });
+      evaluate(c, named, lm, [&](const Evaluation& e) {
+        holds = !e.template_named && !e.undecodable && !e.failure;
+        return holds;
+      });
       if (!holds) return false;
     }
     return true;
@@ -222,7 +225,8 @@ struct RuleRun {
   bool judge(const Check& c, const Evaluation& e) {
     if (e.undecodable) {
       const std::string name = undecodable_name(c, e);
-      Finding f = finding(finding_id(FindingId::kRuleMapUndecodable, r.id), Severity::kWarning, name, e.undecodable, "");
+      Finding f =
+          finding(finding_id(FindingId::kRuleMapUndecodable, r.id), Severity::kWarning, name, e.undecodable, "");
       f.expected = fmt::format("'{}' is a tensor map", name);
       f.observed = e.undecodable->decoded.not_a_map;
       f.hint = "the kernel's parameters do not match what this rule expects";
@@ -243,7 +247,11 @@ struct RuleRun {
     for (const Check& c : r.checks) {
       const auto a_pos = static_cast<std::size_t>(named.position(c.a, c.a_at));
       if (failed[a_pos]) continue;
-      evaluate(c, named, lm, [&](const Evaluation& e) { return !(failed[a_pos] = !judge(c, e)); });
+      evaluate(c, named, lm, [&](const Evaluation& e) {
+        if (judge(c, e)) return true;
+        failed[a_pos] = true;
+        return false;
+      });
     }
   }
 };
