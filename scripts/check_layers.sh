@@ -20,7 +20,7 @@ pass() { echo "[PASS] $*"; }
 bad() { echo "[FAIL] $*"; fail=1; }
 
 core_files=$(ls "$root"/shim/core/*.cpp "$root"/shim/core/*.h "$root"/shim/core/*.in "$root"/include/tmaguard/*.h "$root"/include/tmaguard/*.inc)
-wrong=$(grep -HnE '#include "' $core_files | grep -vE '#include "(tmaguard/[a-z_]+\.(h|inc)|rules_model\.h|struct_search\.h|launch_key\.h|tensormap_words\.h)"' || true)
+wrong=$(grep -HnE '#include "' $core_files | grep -vE '#include "(tmaguard/[a-z_]+\.(h|inc)|rules_model\.h|struct_search\.h|launch_key\.h|tensormap_words\.h|reserved_words\.h)"' || true)
 if [ -z "$wrong" ]; then pass "core includes only tmaguard/*.h, tmaguard/*.inc and its own internal headers (rules_model.h, struct_search.h, launch_key.h, tensormap_words.h)"
 else bad "core includes a header outside the core:"; echo "$wrong" | sed 's/^/    /'
      echo "    fix: move what the core needs into include/tmaguard/ (pure), or move the code into shim/"; fi
@@ -54,7 +54,7 @@ for f in "$root"/shim/*/*.cpp "$root"/shim/*/*.h; do
     [ -n "${level[$inc]+x}" ] || { up+="    ${f#$root/} includes from $inc/, which is no room"$'\n'; continue; }
     [ "${level[$inc]}" -le "${level[$r]}" ] || up+="    ${f#$root/} includes from $inc/, a room above $r/"$'\n'
   done
-  stray=$(grep -nE '^#include "[^/]+"' "$f" | grep -vE '"(rules_model\.h|struct_search\.h|launch_key\.h|tensormap_words\.h|tmaguard_version\.h)"' || true)
+  stray=$(grep -nE '^#include "[^/]+"' "$f" | grep -vE '"(rules_model\.h|struct_search\.h|launch_key\.h|tensormap_words\.h|reserved_words\.h|tmaguard_version\.h)"' || true)
   [ -z "$stray" ] || up+="    ${f#$root/} includes a header without its room: $stray"$'\n'
 done
 if [ -z "$up" ]; then pass "the shim's files include only their own room or rooms below it (${#rooms[@]} rooms: ${rooms[*]})"

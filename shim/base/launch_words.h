@@ -51,6 +51,7 @@ struct alignas(64) LaunchThread {
   std::atomic<uint64_t> launches_checked;
   std::atomic<uint64_t> maps_decoded;
   std::atomic<uint64_t> clean_copies;  // copies of a clean launch's maps the memo took (launch/memo.h)
+  bool wide_compare;  // the memo compares maps 32 bytes at a time (map_compare.h); set with the thread's entries
 };
 
 // initial-exec: the library is preloaded, so its TLS is static and a hook pays no __tls_get_addr call.

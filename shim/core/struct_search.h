@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "reserved_words.h"
 #include "tmaguard/launch.h"
 
 namespace tmaguard {
@@ -51,7 +52,7 @@ inline bool watched_place_may_hold_map(const uint8_t* b) {
   if (!b) return true;
   uint32_t w13;
   __builtin_memcpy(&w13, b + kWord13Offset, 4);
-  return w13 != 0 && may_hold_map(b);
+  return w13 != 0 && words::reserved_words_clear(b);
 }
 
 //! Places in a launch's parameters that may hold a device address: every 8-byte parameter (offset 0), then the

@@ -11,12 +11,7 @@
 namespace tmaguard {
 using namespace words;
 
-bool may_hold_map(const uint8_t b[kTensorMapBytes]) {
-  uint32_t reserved = load_word(b, 2) & kReservedWord2Bits;
-  reserved |= load_word(b, 17);
-  for (int i = 19; i < 32; ++i) reserved |= load_word(b, i);
-  return reserved == 0;
-}
+bool may_hold_map(const uint8_t b[kTensorMapBytes]) { return reserved_words_clear(b); }
 
 namespace {
 

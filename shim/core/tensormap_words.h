@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "reserved_words.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard::words {
@@ -15,10 +16,6 @@ namespace tmaguard::words {
 // Hardware element-type code stored in word 2 bits 10:7, indexed by CUtensorMapDataType (sm90 types only).
 constexpr uint32_t kHwType[13] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 8, 7, 8};
 constexpr uint32_t kTf32Bit = 1u << 16;
-// Word 2: bit 1 is CuTe DSL's (its host code sets it, the driver never does); bits 2-3 and 22-31 are reserved in
-// every form seen (bits 19-21 are Blackwell swizzle atomicity and the large-tensor flag).
-constexpr uint32_t kCuteDslMarker = 1u << 1;
-constexpr uint32_t kReservedWord2Bits = 0xffc0000cu;
 
 inline uint32_t load_word(const uint8_t* b, int i) {
   uint32_t w;

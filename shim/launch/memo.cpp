@@ -125,6 +125,7 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
   }
   forget_keys(&e);  // another kernel's keys, or an earlier KernelInfo's
   e = MemoEntry{};
+  t_launch_thread.wide_compare = cpu_compares_wide();
   e.f = f;
   e.info = info;
   e.identity = kernel_identity(info) ^ declared_seed();

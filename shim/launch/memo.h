@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "base/hash_key.h"
+#include "base/map_compare.h"
 #include "base/reentry.h"
 #include "base/launch_words.h"
 #include "core/launch_key.h"
@@ -137,19 +138,6 @@ inline std::size_t copied_maps(const MemoEntry& e) {
   return n <= kCopiedMaps ? n : 0;
 }
 
-//! 128 bytes equal (all of them, word 2's bit 21 too: a difference there only sends the launch to the key).
-__attribute__((always_inline)) inline bool same_map_bytes(const uint8_t* a, const uint8_t* b) {
-  typedef uint64_t v2 __attribute__((vector_size(16)));
-  v2 d = {0, 0};
-  for (int i = 0; i < 8; ++i) {
-    v2 x, y;
-    __builtin_memcpy(&x, a + 16 * i, 16);
-    __builtin_memcpy(&y, b + 16 * i, 16);
-    d |= x ^ y;
-  }
-  return (d[0] | d[1]) == 0;
-}
-
 //! Whether `key` is among a block's clean keys (one line: the key's set).
 __attribute__((always_inline)) inline bool has_key(const CleanBlock& b, uint64_t key) {
   const uint64_t* set = b.keys[key % kKeySets];
@@ -242,9 +230,10 @@ template <typename MapBytes>
 __attribute__((always_inline)) inline bool copy_equal(const MemoEntry& e, std::size_t n, const MapBytes& slot) {
   if (!e.clean_key || n > kCopiedMaps || !t_memo.blocks) return false;
   const uint8_t* copy = t_memo.blocks[&e - t_memo.entries].maps;
+  const bool wide = t_launch_thread.wide_compare;
   for (std::size_t i = 0; i < n; ++i) {
     const uint8_t* b = slot(i);
-    if (!b || !same_map_bytes(b, copy + kTensorMapBytes * i)) return false;
+    if (!b || !same_map_bytes(b, copy + kTensorMapBytes * i, wide)) return false;
   }
   return true;
 }
@@ -273,15 +262,28 @@ struct EntrySlots {
   }
 };
 
+// A watched place's word 13 no longer 0 (watched_clean): whether every such place still cannot hold a map (other
+// data there now). Cold: a watched place that changes is rare.
+__attribute__((noinline, cold)) inline bool watched_clean_slow(uint64_t mask, const uint8_t* p) {
+  for (uint64_t m = mask; m; m &= m - 1)
+    if (watched_place_may_hold_map(p + 64 * static_cast<std::size_t>(__builtin_ctzll(m)))) return false;
+  return true;
+}
+
 // Whether every watched place of the entry still holds no map. The parameter's address is read once: a large
 // struct has dozens of watched places, and reading kernelParams again for each would add a load and a test per
-// place to every repeated launch of it.
+// place to every repeated launch of it. Their words 13 are OR-ed without a branch per place: all still 0 is the
+// answer for the repeats; a place whose word 13 changed takes the full question (watched_clean_slow).
 __attribute__((always_inline)) inline bool watched_clean(const MemoEntry& e, const LaunchView& v) {
   const uint8_t* p = v.param(e.watch_param);
-  for (uint64_t m = e.watch_mask; m; m &= m - 1)
-    if (watched_place_may_hold_map(p ? p + 64 * static_cast<std::size_t>(__builtin_ctzll(m)) : nullptr))
-      return false;
-  return true;
+  if (!p) return false;  // not readable: the full check looks (watched_place_may_hold_map(nullptr))
+  uint32_t any = 0;
+  for (uint64_t m = e.watch_mask; m; m &= m - 1) {
+    uint32_t w13;
+    __builtin_memcpy(&w13, p + 64 * static_cast<std::size_t>(__builtin_ctzll(m)) + kWord13Offset, 4);
+    any |= w13;
+  }
+  return __builtin_expect(any == 0, 1) || watched_clean_slow(e.watch_mask, p);
 }
 
 }  // namespace memo_detail

@@ -230,3 +230,23 @@ TEST(Aliasing, ValidPermutedLayoutsAreNotFlaggedSharedBytesAre) {
   ASSERT_EQ(encode_warnings(a).size(), 1u);
   EXPECT_EQ(encode_warnings(a)[0].kind, kNullAddress);
 }
+
+// may_hold_map rules bytes out by the words no form sets: each bit of word 2's reserved bits (2-3, 22-31), of word 17
+// and of words 19-31, set alone in a real descriptor, rules it out; any other bit set alone does not.
+TEST(MayHoldMap, EachReservedBitAloneRulesAMapOutAndNoOtherBitDoes) {
+  const auto base = base_words();
+  ASSERT_TRUE(may_hold_map(base.data()));
+  int ruled_out = 0;
+  for (int word = 0; word < 32; ++word)
+    for (int bit = 0; bit < 32; ++bit) {
+      auto b = base;
+      uint32_t w;
+      std::memcpy(&w, b.data() + 4 * word, 4);
+      w ^= 1u << bit;
+      std::memcpy(b.data() + 4 * word, &w, 4);
+      const bool reserved = word == 17 || word >= 19 || (word == 2 && (bit == 2 || bit == 3 || bit >= 22));
+      EXPECT_EQ(may_hold_map(b.data()), !reserved) << "word " << word << " bit " << bit;
+      ruled_out += reserved;
+    }
+  EXPECT_EQ(ruled_out, 12 + 32 * 14);
+}
