@@ -34,6 +34,9 @@ struct KernelInfo {
   bool search_pending = false;    // a parameter over 128 bytes not (fully) searched yet: the launch that built this
                                   // gave no readable bytes for it; the next launch that does searches again
   unsigned searches = 0;          // searches made for this handle so far (bounded: kMaxSearches)
+  // The launch key of this kernel's last launch found clean on any thread (memo.h: is_clean_key): a kernel whose
+  // thread entry and process-wide key were pushed out by thousands of other kernels is known again by it, for 8 bytes.
+  mutable std::atomic<uint64_t> clean_key{0};
 
   KernelAudit audit;    // the device-map audit's (kernel_audit.h, device_audit.h)
   KernelCensus census;  // inspect mode's (census.h)

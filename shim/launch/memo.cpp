@@ -139,7 +139,8 @@ void forget_this_threads_entries() {
 }
 
 bool is_clean_key(const MemoEntry& e, uint64_t key) {
-  return key && (key == e.clean_key || memo_detail::shared_key_known(key));
+  return key && (key == e.clean_key || (e.info && e.info->clean_key.load(std::memory_order_relaxed) == key) ||
+                 memo_detail::shared_key_known(key));
 }
 
 void audit_done(MemoEntry& e) {

@@ -99,7 +99,8 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args);
 //! Forgets every entry of this thread and its clean keys (its declared tensors changed: declared.h); the next launch
 //! of each kernel makes its entry afresh.
 void forget_this_threads_entries();
-//! Whether a launch with this key is known clean: the entry's last clean key, or one any thread found.
+//! Whether a launch with this key is known clean: the entry's last clean key, its kernel's last (any thread's), or
+//! one of the process's clean keys.
 bool is_clean_key(const MemoEntry& e, uint64_t key);
 //! A launch found clean (or known clean by its key): its key becomes the entry's last clean key and one of its
 //! block's, and for a kernel with few maps, the maps' bytes (`bytes(i)`: map i's 128 bytes) its copy. `shared`: the
@@ -217,7 +218,8 @@ __attribute__((noinline, cold)) bool pass_by_shared_key(MemoEntry& e, std::size_
   const InsideTmaguard inside;
   uint64_t key = 0;
   if (!launch_key(e.identity, g_hash_key, n, slot, &key)) return false;
-  if (key != e.clean_key && !shared_key_known(key)) return false;
+  if (key != e.clean_key && e.info->clean_key.load(std::memory_order_relaxed) != key && !shared_key_known(key))
+    return false;
   if (CleanBlock* b = block_of(e, false)) add_key(*b, key);
   note_clean_again(e, key, n, slot);
   bump(t_launch_thread.launches_seen);
@@ -345,7 +347,10 @@ __attribute__((always_inline)) inline bool slow_pass(const LaunchView& v) {
 
 template <typename BytesOf>
 void remember(MemoEntry& e, uint64_t key, BytesOf&& bytes, bool shared) {
-  if (shared) memo_detail::insert_shared_key(key);
+  if (shared) {
+    memo_detail::insert_shared_key(key);
+    if (e.info) e.info->clean_key.store(key, std::memory_order_relaxed);
+  }
   memo_detail::remember_local(e, key, bytes);
 }
 
