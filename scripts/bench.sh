@@ -3,7 +3,9 @@
 # (same process, straight vs. through the wrapper), the pure core's decode/hash/rule, and resident-memory growth
 # over 10 million distinct encodes, how often non-map bytes are taken for a map, and the launch probe (what reading,
 # comparing or hashing a launch's maps costs behind cache traffic; PROBE_BUILDS="a.so b.so": other builds of the
-# library measured beside this one in the same process). Prints numbers; asserts nothing.
+# library measured beside this one in the same process), memory per known kernel and a kernel's first launch over
+# 100,000 kernels, `tmaguard report` over 1 GiB of fleet logs, and (BENCH_AB_OLD=old/libtmaguard.so) the stand-in A/B
+# of two builds. Prints numbers; asserts nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TMAGUARD_BUILD_DIR:-$root/build}
@@ -22,3 +24,16 @@ echo "== resident memory over ${ENCODES:-10000000} distinct encodes through tmag
 LD_PRELOAD="$build/libtmaguard.so" "$build/tests/encode_memory" "${ENCODES:-10000000}"
 echo "== the same without tmaguard"
 "$build/tests/encode_memory" "${ENCODES:-10000000}"
+echo "== distinct kernels: memory per known kernel and a kernel's first launch, through tmaguard (${KERNELS:-100000} kernels)"
+LD_PRELOAD="$build/libtmaguard.so" "$build/tests/kernel_memory" "${KERNELS:-100000}" 2>/dev/null
+echo "== the same without tmaguard"
+"$build/tests/kernel_memory" "${KERNELS:-100000}"
+echo "== tmaguard report over ${REPORT_MIB:-1024} MiB of JSON-lines logs (256 ranks), made from one real run's records"
+seed_dir=$(mktemp -d)
+trap 'rm -rf "$seed_dir"' EXIT
+driver="$build/tests/demo_driver/libtmaguard-demo-driver.so"
+TG_CLIENT_LIBCUDA="$driver" TMAGUARD_LIBCUDA="$driver" "$root/scripts/tmaguard" --mode log --json \
+  --log "$seed_dir/seed.jsonl" -- "$build/tests/tg_client" getproc ex fa4_dk_bad >/dev/null 2>&1
+python3 "$root/tests/bench/report_scale.py" "$build/tmaguard-tool" "$seed_dir/seed.jsonl" "${REPORT_MIB:-1024}"
+echo "== stand-in A/B: this build against the library in \$BENCH_AB_OLD (scripts/probe-ab), when set"
+if [ -n "${BENCH_AB_OLD:-}" ]; then "$root/scripts/probe-ab" "$BENCH_AB_OLD" --kib 0 --processes 6 --batches 100; fi
