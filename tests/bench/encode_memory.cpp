@@ -8,18 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 
-namespace {
-long rss_kib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  return -1;
-}
-}  // namespace
+#include "rss.h"
 
 int main(int argc, char** argv) {
   const long n = argc > 1 ? std::atol(argv[1]) : 10000000;

@@ -17,21 +17,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "fakecuda.h"
+#include "rss.h"
 
 namespace {
-
-long rss_kib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-  return -1;
-}
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
