@@ -55,6 +55,7 @@ struct Summary {
   uint64_t launches_checked = 0;
   uint64_t tensor_maps_decoded = 0;
   uint64_t clean_copies = 0;  // copies a thread took of a clean launch's maps (the reference of the byte compare)
+  uint64_t launches_moved = 0;  // launches whose maps differed from a clean launch's in their addresses alone
   std::map<std::string, uint64_t> violations_by_rule;  // error findings, repeats included
   std::map<std::string, uint64_t> warnings_by_rule;    // warning findings, repeats included
   std::map<std::string, uint64_t> suppressed_by_rule;  // findings TMAGUARD_SUPPRESS silenced

@@ -108,6 +108,9 @@ struct EncodeProblem {
 
 //! The first rule (in the driver's own order as measured on an H200, driver 580) that the arguments break.
 EncodeProblem validate_encode(const EncodeArgs& a);
+//! The driver's rule for a global address alone, as validate_encode applies it: 16-byte aligned, 32 with interleave
+//! 32B (`interleave`: a CUtensorMapInterleave value).
+EncodeProblem address_problem(uint64_t address, uint32_t interleave);
 
 //! A template: every dim 1. CUTLASS's grouped and ptr-array GEMMs (PyTorch's torch._grouped_mm among them) encode one
 //! per operand and rewrite its address, dims and strides on the device before any use: its box, strides and address

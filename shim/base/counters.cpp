@@ -37,6 +37,7 @@ void add(Counts& c, const LaunchThread& t) {
   c.launches_checked += t.launches_checked.load(std::memory_order_relaxed);
   c.maps_decoded += t.maps_decoded.load(std::memory_order_relaxed);
   c.clean_copies += t.clean_copies.load(std::memory_order_relaxed);
+  c.launches_moved += t.launches_moved.load(std::memory_order_relaxed);
 }
 
 void zero(LaunchThread& t) {
@@ -44,6 +45,7 @@ void zero(LaunchThread& t) {
   t.launches_checked.store(0, std::memory_order_relaxed);
   t.maps_decoded.store(0, std::memory_order_relaxed);
   t.clean_copies.store(0, std::memory_order_relaxed);
+  t.launches_moved.store(0, std::memory_order_relaxed);
 }
 
 // pthread key destructor: a thread is exiting; keep its counts, forget its (soon freed) LaunchThread.

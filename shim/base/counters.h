@@ -6,7 +6,7 @@
 namespace tmaguard {
 
 struct Counts {
-  uint64_t launches_seen = 0, launches_checked = 0, maps_decoded = 0, clean_copies = 0;
+  uint64_t launches_seen = 0, launches_checked = 0, maps_decoded = 0, clean_copies = 0, launches_moved = 0;
 };
 
 //! Prepares the thread registry (a pthread key whose destructor keeps an exiting thread's counts) and registers its

@@ -284,8 +284,12 @@ Result disjoint_elements(const Check& c, const TensorMapView& av, const TensorMa
   std::optional<bool> share;
   if (av.address == b->address && av.address != 0)
     share = true;  // both hold the element at their base
-  else if (!av.ragged_dims && !b->ragged_dims)  // a ragged tensor's extent is per sequence: no other claim
-    share = maps_share_bytes(av.encode_args(), b->encode_args());
+  else if (!av.ragged_dims && !b->ragged_dims) {  // a ragged tensor's extent is per sequence: no other claim
+    const EncodeArgs ea = av.encode_args(), eb = b->encode_args();
+    const std::optional<ByteRange> ra = map_range(ea), rb = map_range(eb);
+    if (ra && rb && (ra->end <= rb->first || rb->end <= ra->first)) return std::nullopt;  // their bytes lie apart
+    share = maps_share_bytes(ea, eb);
+  }
   if (!share || !*share) return std::nullopt;
   return CheckFailure{fmt::format("{} and {} have bytes of their own (no element of one is an element of the other)",
                                   c.a, bname(c)),
@@ -310,26 +314,26 @@ Result has_dim_of(const Check& c, const TensorMapView& av, const TensorMapView* 
 const std::vector<CheckKind>& check_kinds() {
   // Never destroyed: tmaguard's own threads (the device audit's worker) may read it while the process exits.
   static const std::vector<CheckKind>& kinds = *new std::vector<CheckKind>{
-      {"same_innermost", true, {}, no_keys, same_innermost},
-      {"same_dims", true, {}, no_keys, same_dims},
-      {"same_strides", true, {}, no_keys, same_strides},
-      {"dtype", false, {"allowed"}, parse_dtypes, dtype},
-      {"swizzle", false, {"allowed"}, parse_swizzles, swizzle},
-      {"encoder", false, {"allowed"}, parse_encoders, encoder},
-      {"rank", false, {"equals"}, parse_rank, rank},
+      {"same_innermost", true, {}, no_keys, same_innermost, true},
+      {"same_dims", true, {}, no_keys, same_dims, true},
+      {"same_strides", true, {}, no_keys, same_strides, true},
+      {"dtype", false, {"allowed"}, parse_dtypes, dtype, true},
+      {"swizzle", false, {"allowed"}, parse_swizzles, swizzle, true},
+      {"encoder", false, {"allowed"}, parse_encoders, encoder, true},
+      {"rank", false, {"equals"}, parse_rank, rank, true},
       {"alignment", false, {"bytes"}, parse_alignment, alignment},
-      {"strides_increasing", false, {}, no_keys, strides_increasing},
+      {"strides_increasing", false, {}, no_keys, strides_increasing, true},
       {"distinct_elements", false, {}, no_keys, distinct_elements},
       {"no_overlap", true, {}, no_keys, no_overlap},
       {"disjoint_elements", true, {}, no_keys, disjoint_elements},
-      {"has_dim_of", true, {"dim"}, parse_dim, has_dim_of},
+      {"has_dim_of", true, {"dim"}, parse_dim, has_dim_of, true},
       {"same_address", true, {}, no_keys, same_address},
       {"distinct_address", true, {}, no_keys, distinct_address},
-      {"permutation_of", true, {}, no_keys, permutation_of},
-      {"dims_extend", true, {}, no_keys, dims_extend},
-      {"same_outer_dims", true, {}, no_keys, same_outer_dims},
-      {"same_dim", true, {"dim", "dim_b"}, parse_dim, same_dim},
-      {"same_dtype", true, {}, no_keys, same_dtype},
+      {"permutation_of", true, {}, no_keys, permutation_of, true},
+      {"dims_extend", true, {}, no_keys, dims_extend, true},
+      {"same_outer_dims", true, {}, no_keys, same_outer_dims, true},
+      {"same_dim", true, {"dim", "dim_b"}, parse_dim, same_dim, true},
+      {"same_dtype", true, {}, no_keys, same_dtype, true},
   };
   return kinds;
 }

@@ -413,6 +413,7 @@ std::string summary_json(const Summary& s, const ProcessContext& ctx) {
   j[field::kLaunchesChecked] = s.launches_checked;
   j[field::kMapsDecoded] = s.tensor_maps_decoded;
   j[field::kCleanCopies] = s.clean_copies;
+  j[field::kLaunchesMoved] = s.launches_moved;
   j[field::kViolations] = s.violations_by_rule;
   j[field::kWarnings] = s.warnings_by_rule;
   j[field::kSuppressed] = s.suppressed_by_rule;

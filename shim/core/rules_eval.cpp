@@ -79,8 +79,9 @@ template <typename F>
 void evaluate(const Check& c, const Named& named, const LaunchMaps& lm, F&& f) {
   static const std::vector<std::string>& kNoB = *new std::vector<std::string>{""};  // never destroyed
   const std::vector<std::string>& bs = c.kind->pair ? c.b : kNoB;
-  std::optional<Check> one_b;  // a check of several b's, evaluated against one of them at a time (copied once)
-  if (bs.size() > 1) one_b.emplace(c).b.resize(1);
+  // A check of several b's is evaluated against one of them at a time; what it says when it fails names that one
+  // (a copy of the check with that b alone, made only then: an evaluation reads no name).
+  std::optional<Check> one_b;
   const int ai = named.map_of(c.a, c.a_at);
   const TensorMapParam* a = &lm.maps[static_cast<std::size_t>(ai)];
   for (std::size_t k = 0; k < bs.size(); ++k) {
@@ -95,9 +96,14 @@ void evaluate(const Check& c, const Named& named, const LaunchMaps& lm, F&& f) {
     } else if (b && !b->decoded.ok()) {
       e.undecodable = b;
     } else {
-      if (one_b) one_b->b[0] = bn;
-      e.failure = c.kind->evaluate(one_b ? *one_b : c, lm.judged[static_cast<std::size_t>(ai)],
-                                   b ? &lm.judged[static_cast<std::size_t>(bi)] : nullptr);
+      const TensorMapView& av = lm.judged[static_cast<std::size_t>(ai)];
+      const TensorMapView* bv = b ? &lm.judged[static_cast<std::size_t>(bi)] : nullptr;
+      e.failure = c.kind->evaluate(c, av, bv);
+      if (e.failure && bs.size() > 1) {
+        if (!one_b) one_b.emplace(c).b.resize(1);
+        one_b->b[0] = bn;
+        e.failure = c.kind->evaluate(*one_b, av, bv);
+      }
     }
     if (!f(e)) return;
   }
@@ -241,6 +247,25 @@ struct RuleRun {
     return false;
   }
 
+  // Each evaluation of `list`'s entries that read addresses (address_asks); false when one names a map that is no
+  // tensor map. An evaluation that names a template is passed over, as in the full evaluation.
+  bool collect_address_asks(const std::vector<Check>& list, std::vector<AddressAsk>& out) const {
+    for (const Check& c : list) {
+      if (c.kind->address_free) continue;
+      const int ai = named.map_of(c.a, c.a_at);
+      const TensorMapParam& a = maps[static_cast<std::size_t>(ai)];
+      const std::size_t nb = c.kind->pair ? c.b.size() : 1;
+      for (std::size_t k = 0; k < nb; ++k) {
+        const int bi = c.kind->pair ? named.map_of(c.b[k], k < c.b_at.size() ? c.b_at[k] : -1) : -1;
+        const TensorMapParam* b = bi < 0 ? nullptr : &maps[static_cast<std::size_t>(bi)];
+        if (unjudged_template(a) || (b && unjudged_template(*b))) continue;
+        if (!a.decoded.ok() || (b && !b->decoded.ok())) return false;
+        out.push_back({&c, ai, bi});
+      }
+    }
+    return true;
+  }
+
   void run_checks() {
     // After a map fails one check, its later checks are skipped (first cause wins): by position in [rule.maps].
     std::vector<bool> failed(r.maps.size(), false);
@@ -314,6 +339,25 @@ std::vector<int> rules_on(const RuleSet& rules, const std::vector<int>& which, b
   for (int ri : which)
     if (rules.rules[static_cast<std::size_t>(ri)].device == device) out.push_back(ri);
   return out;
+}
+
+bool address_asks(const RuleSet& rules, const std::vector<int>& which, const std::vector<TensorMapParam>& maps,
+                  std::vector<AddressAsk>& out) {
+  std::vector<Finding> said;  // anything the steps before the checks say: then the launch was not clean
+  const LaunchMaps lm(maps);
+  for (int ri : which) {
+    const Rule& r = rules.rules[static_cast<std::size_t>(ri)];
+    // Whether the rule applies must not hang on addresses: this launch's answer stands for the next only then.
+    if (!std::all_of(r.when.begin(), r.when.end(), [](const Check& c) { return c.kind->address_free; })) return false;
+    RuleRun run(r, "", lm, said);
+    if (!run.map_count_matches() || !run.name_maps() || !run.when_holds()) {
+      if (!said.empty()) return false;
+      continue;  // it does not apply, and will not on a launch whose maps only moved
+    }
+    if (!r.not_checkable.empty()) return false;
+    if (!run.collect_address_asks(r.require, out) || !run.collect_address_asks(r.checks, out)) return false;
+  }
+  return said.empty();
 }
 
 void evaluate_rules(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,

@@ -1,8 +1,8 @@
 // tmaguard core (internal): the parsed form of a rule file, shared by the parser, the matcher and the evaluator.
 //
 // How to add a check kind: add one row to kCheckKinds in check_kinds.cpp (its name, whether it compares two maps,
-// the extra keys it reads and how, and its evaluation), then document it in rules.h and in
-// docs/rules.md#rules-for-any-kernel (its table of kinds).
+// the extra keys it reads and how, its evaluation, and whether that evaluation is free of the maps' global
+// addresses), then document it in rules.h and in docs/rules.md#rules-for-any-kernel (its table of kinds).
 #pragma once
 
 #include <memory>
@@ -61,11 +61,27 @@ struct CheckKind {
   bool (*parse)(CheckKeys& k, Check& c);
   //! nullopt when the check holds; else what was expected and what was found.
   std::optional<CheckFailure> (*evaluate)(const Check& c, const TensorMapView& a, const TensorMapView* b);
+  //! True when the evaluation never reads a map's global address (nor its byte range): then maps that differ in
+  //! their addresses alone get the same answer, and a launch whose maps only moved need not ask it again
+  //! (rules_hold_at_new_addresses). False, the safe default, re-asks it on every launch with new maps.
+  bool address_free = false;
 };
 
 //! Every check kind, in the order the documentation lists them.
 const std::vector<CheckKind>& check_kinds();
 const CheckKind* find_check_kind(std::string_view name);
+
+//! One evaluation of a rule entry that reads addresses (CheckKind::address_free false): the entry, its map `a` and
+//! the map `b` it is compared with (-1: a single-map kind), as indices into the launch's maps.
+struct AddressAsk {
+  const Check* check;
+  int a, b;
+};
+//! Every such evaluation that the rules of `which` that apply to this launch make in their require and check entries
+//! (MovedMaps). False when the launch's answer could hang on addresses another way: a rule whose `when` reads them,
+//! something said before the checks, a map an entry names that is no tensor map, a rule that is not checkable.
+bool address_asks(const RuleSet& rules, const std::vector<int>& which, const std::vector<TensorMapParam>& maps,
+                  std::vector<AddressAsk>& out);
 
 struct MapRef {
   std::string name;

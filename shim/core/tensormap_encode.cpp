@@ -31,11 +31,7 @@ EncodeProblem check_scalars(const EncodeArgs& a) {
   if (a.interleave && a.rank < 3)
     return problem("interleave",
                    fmt::format("interleave {} needs tensorRank >= 3, got {}", interleave_name(a.interleave), a.rank));
-  if (a.address % 16)
-    return problem("globalAddress", fmt::format("globalAddress=0x{:x} must be 16-byte aligned", a.address));
-  if (a.interleave == 2 && a.address % 32)
-    return problem("globalAddress",
-                   fmt::format("globalAddress=0x{:x} must be 32-byte aligned with interleave 32B", a.address));
+  if (EncodeProblem p = address_problem(a.address, a.interleave)) return p;
   const auto dt = static_cast<DataType>(a.dtype);
   if (a.oob_fill == 1 && !is_float(dt))
     return problem("oobFill", fmt::format("oobFill NaN needs a floating-point type, got {}", to_string(dt)));
@@ -122,6 +118,15 @@ EncodeProblem check_im2col(const EncodeArgs& a) {
 }
 
 }  // namespace
+
+EncodeProblem address_problem(uint64_t address, uint32_t interleave) {
+  if (address % 16)
+    return problem("globalAddress", fmt::format("globalAddress=0x{:x} must be 16-byte aligned", address));
+  if (interleave == 2 && address % 32)
+    return problem("globalAddress",
+                   fmt::format("globalAddress=0x{:x} must be 32-byte aligned with interleave 32B", address));
+  return {};
+}
 
 EncodeProblem validate_encode(const EncodeArgs& a) {
   const uint64_t es = static_cast<uint64_t>(element_size(static_cast<DataType>(a.dtype)));

@@ -13,6 +13,7 @@
 #include "core/struct_search.h"
 #include "launch/census.h"
 #include "launch/kernel_audit.h"
+#include "tmaguard/judge.h"
 #include "tmaguard/launch.h"
 
 namespace tmaguard {
@@ -37,6 +38,18 @@ struct KernelInfo {
   // The launch key of this kernel's last launch found clean on any thread (memo.h: is_clean_key): a kernel whose
   // thread entry and process-wide key were pushed out by thousands of other kernels is known again by it, for 8 bytes.
   mutable std::atomic<uint64_t> clean_key{0};
+  // Its second launch judged in full with nothing said and every map decoded, compiled (judge.h: MovedMaps), and that
+  // launch's layout (launch_check.cpp: layout_of): a launch of this layout whose maps only moved is judged by what
+  // reads their addresses. Set once, freed with the record; about 250 bytes per map. `judged_clean`: a first such
+  // launch was seen (a kernel launched once compiles nothing).
+  mutable std::atomic<const MovedMaps*> moved{nullptr};
+  mutable std::atomic<uint64_t> moved_layout{0};
+  mutable std::atomic<uint8_t> judged_clean{0};
+
+  KernelInfo() = default;
+  KernelInfo(const KernelInfo&) = delete;
+  KernelInfo& operator=(const KernelInfo&) = delete;
+  ~KernelInfo();
 
   KernelAudit audit;    // the device-map audit's (kernel_audit.h, device_audit.h)
   KernelCensus census;  // inspect mode's (census.h)

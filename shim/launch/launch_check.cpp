@@ -8,6 +8,7 @@
 #include "launch/launch_check.h"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -115,6 +116,47 @@ std::vector<TensorMapParam> decode_needed(const Collected& c, bool all, std::vec
   return maps;
 }
 
+// The layout of a launch: its launch key with every map's global address (bytes 0..7, in every form) left out. Two
+// launches of one layout differ in their maps' addresses alone.
+uint64_t layout_of(const Collected& c) {
+  alignas(16) uint8_t masked[kTensorMapBytes];
+  auto without_address = [&](std::size_t i) {
+    std::memcpy(masked, c.bytes[i], kTensorMapBytes);
+    std::memset(masked, 0, sizeof(uint64_t));
+    return masked;
+  };
+  uint64_t key = 0;
+  launch_key(c.entry->identity, g_hash_key, c.bytes.size(), without_address, &key);
+  return key;
+}
+
+// A launch whose maps only moved since the kernel's first launch judged in full with nothing said (KernelInfo::moved):
+// judged by what its judgement asks of addresses (judge.h: MovedMaps), without decoding a map.
+bool moved_clean(const Collected& c, uint64_t layout) {
+  if (layout != c.kernel->moved_layout.load(std::memory_order_acquire)) return false;
+  const MovedMaps* m = c.kernel->moved.load(std::memory_order_relaxed);
+  uint64_t addresses[MovedMaps::kMaxMaps];
+  if (!m || m->size() != c.bytes.size()) return false;
+  for (std::size_t i = 0; i < c.bytes.size(); ++i) std::memcpy(&addresses[i], c.bytes[i], sizeof(uint64_t));
+  return m->clean_at(addresses);
+}
+
+// The kernel's second launch judged in full with nothing said, every map decoded, becomes what later launches whose
+// maps only moved are judged against (once per kernel: its facts are read by every thread without a lock). Not the
+// first: a kernel launched once (most of a job's many kernels) keeps no more than its facts.
+void learn_layout(const Collected& c, const std::vector<TensorMapParam>& maps, uint64_t layout) {
+  if (maps.size() != c.bytes.size() || c.kernel->moved.load(std::memory_order_relaxed)) return;
+  if (c.kernel->judged_clean.load(std::memory_order_relaxed) == 0) {
+    c.kernel->judged_clean.store(1, std::memory_order_relaxed);
+    return;
+  }
+  std::unique_ptr<const MovedMaps> m = MovedMaps::compile(rules(), c.kernel->rules, maps);
+  const MovedMaps* expected = nullptr;
+  if (!m || !c.kernel->moved.compare_exchange_strong(expected, m.get())) return;
+  m.release();  // the kernel's facts own it now (kernel_table.h)
+  c.kernel->moved_layout.store(layout, std::memory_order_release);
+}
+
 }  // namespace
 
 void attach_call_site(std::vector<Finding>& findings) {
@@ -127,7 +169,7 @@ void attach_call_site(std::vector<Finding>& findings) {
 namespace {
 
 Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, const std::vector<std::size_t>& slots,
-               const std::vector<bool>& known_clean, Judgement& j) {
+               const std::vector<bool>& known_clean, Judgement& j, uint64_t layout) {
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
   std::vector<Finding>& findings = j.findings;
   std::vector<bool> named(maps.size(), false);  // maps a finding names
@@ -146,7 +188,10 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   // FA4 backward kernels of milliseconds; judging their maps again costs microseconds.)
   if (!has_errors(findings) && j.not_checkable.empty())
     remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
-  if (findings.empty()) return Verdict::kRun;
+  if (findings.empty()) {
+    if (layout && j.not_checkable.empty()) learn_layout(c, maps, layout);
+    return Verdict::kRun;
+  }
   attach_call_site(findings);
   return report_findings(findings);
 }
@@ -178,9 +223,16 @@ Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
     remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, false);
     return Verdict::kRun;
   }
+  const DeclaredSet declared = declared_tensors();  // every map is compared with them, passed before or not
+  // Declared tensors and inspect mode look at every address: such launches are always judged in full.
+  const uint64_t layout = !inspecting && declared.empty() ? layout_of(c) : 0;
+  if (layout && moved_clean(c, layout)) {
+    bump(t.launches_moved);
+    remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
+    return Verdict::kRun;
+  }
   std::vector<std::size_t> slots;
   std::vector<bool> known_clean;
-  const DeclaredSet declared = declared_tensors();  // every map is compared with them, passed before or not
   const std::vector<TensorMapParam> maps =
       decode_needed(c, inspecting || !c.kernel->rules.empty() || !declared.empty(), slots, known_clean);
   bump(t.maps_decoded, static_cast<uint64_t>(std::count_if(maps.begin(), maps.end(),
@@ -188,7 +240,7 @@ Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
   if (inspecting) inspect(c.kernel, launch.geom, maps, slots, c);
   Judgement j = judge_launch(rules(), c.kernel->rules, c.kernel->name, maps, current_arch(), &known_clean);
   if (!declared.empty()) judge_declared(c.kernel->name, c.kernel->rules, maps, declared, j.findings);
-  return report(c, maps, slots, known_clean, j);
+  return report(c, maps, slots, known_clean, j, layout);
 }
 
 }  // namespace

@@ -279,6 +279,7 @@ Summary summary_of(const Reporter& rep) {
   s.launches_checked = c.launches_checked;
   s.tensor_maps_decoded = c.maps_decoded;
   s.clean_copies = c.clean_copies;
+  s.launches_moved = c.launches_moved;
   s.mode = to_string(rep.cfg.mode);
   s.violations_by_rule = rep.by_rule;
   s.warnings_by_rule = rep.warnings_by_rule;

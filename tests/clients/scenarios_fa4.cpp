@@ -301,12 +301,46 @@ int blackwell_features() {
   return finish(ran(k) + ran(f));
 }
 
+// FA4 1-CTA launched the way a training loop launches it: the same layouts, every tensor at another address each
+// step (TG_MOVES steps, default 10; the summary counts them in launches_moved), then three moves that are wrong, one
+// launch each: dV onto dK, dK 8 bytes off the driver's alignment, dO NULL. Each map's address is its bytes 0..7.
+int fa4_moves() {
+  Kernel k = fa4_kernel(false, false, false, false);
+  const std::size_t q = 1, dout = 5, dv = 6, dk = 7, params[] = {1, 2, 3, 5, 6, 7};  // Q K V dO dV dK
+  auto address = [&](std::size_t p) {
+    uint64_t a;
+    std::memcpy(&a, k.values[p].data(), 8);
+    return a;
+  };
+  auto place = [&](std::size_t p, uint64_t a) { std::memcpy(k.values[p].data(), &a, 8); };
+  const char* n = std::getenv("TG_MOVES");
+  const int steps = n ? std::atoi(n) : 10;
+  launch(k);
+  for (int step = 1; step <= steps; ++step) {
+    for (const std::size_t p : params) place(p, address(p) + 0x100000);  // 1 MiB on, inside each tensor's 16 MiB
+    launch(k);
+  }
+  const uint64_t dv_was = address(dv), dk_was = address(dk), dout_was = address(dout);
+  place(dv, dk_was);
+  launch(k);
+  place(dv, dv_was);
+  place(dk, dk_was + 8);
+  launch(k);
+  place(dk, dk_was);
+  place(dout, 0);
+  launch(k);
+  place(dout, dout_was);
+  (void)q;
+  return finish(ran(k));
+}
+
 }  // namespace
 
 const std::vector<Scenario>& fa4_scenarios() {
   static const std::vector<Scenario> v = {
       {"fa4_config", run_config},
       {"blackwell_features", blackwell_features},
+      {"fa4_moves", fa4_moves},
   };
   return v;
 }

@@ -3,7 +3,12 @@
 // (dim 0 the head dim; stride-0 modes dropped).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
 
 #include "tmaguard/judge.h"
 #include "tmaguard/rules.h"
@@ -453,4 +458,135 @@ TEST(Fa4Family, SparseMlaDqDqvIsJudgedAtWarningSeverity) {
   EXPECT_EQ(rules_of(judge(launch(false, true), kMla, Arch{10, 0})), std::vector<std::string>{"fa4-mla-dqv-aliased!"});
   const auto two = judge({map(1, kBase, ds), map(2, kBase + 2 * kStep, out(512, true))}, kMla, Arch{10, 0});
   EXPECT_EQ(rules_of(two), std::vector<std::string>{"fa4-mla-dqv-layout?"});
+}
+
+// ---- maps that only moved (judge.h: MovedMaps): a training loop's allocator hands out other blocks
+// every step, so a known kernel's launch differs from its last clean one in its maps' addresses alone.
+
+namespace {
+
+// `m` with its global address (bytes 0..7) set to `address` and decoded again, as a launch's bytes would be.
+TensorMapParam moved(const TensorMapParam& m, uint64_t address) {
+  uint8_t b[128];
+  EncodeArgs a = m.decoded.view.encode_args();
+  EXPECT_EQ(encode(a, b), 0) << validate_encode(a).message;
+  std::memcpy(b, &address, 8);
+  return {m.place, decode(b), m.embedded, m.named_only};
+}
+
+// A new address for each map of a launch: mostly another 16-byte-aligned block in one of a few regions (so that
+// outputs sometimes land on each other), now and then a misaligned one, NULL, another map's, or one whose bytes wrap.
+// Maps that shared an address (2-CTA's transposed views) mostly move together.
+std::vector<uint64_t> new_addresses(std::mt19937_64& rng, const std::vector<TensorMapParam>& maps) {
+  std::vector<uint64_t> out(maps.size());
+  for (std::size_t i = 0; i < maps.size(); ++i) {
+    const uint64_t roll = rng() % 40;
+    const uint64_t block = kBase + (rng() % 8) * kStep + (rng() % 4096) * 16;
+    std::size_t twin = 0;
+    while (twin < i && maps[twin].decoded.view.address != maps[i].decoded.view.address) ++twin;
+    out[i] = roll == 0                ? block + 8
+             : roll == 1              ? 0
+             : roll == 2              ? 0xfffffffffff00000ULL
+             : roll < 6 && i > 0      ? out[rng() % i]
+             : twin < i && roll < 38  ? out[twin]
+                                      : block;
+  }
+  return out;
+}
+
+}  // namespace
+
+// For every healthy launch of the FA4 family and a kernel no rule names, compiled, then thousands of random moves of
+// its maps: clean_at says clean only where the full judgement finds nothing, and wherever the addresses are ones it
+// takes (below 2^57) it says exactly that (a move that puts dV on dK, misaligns or NULLs a map is caught; a harmless
+// one is not judged in full again).
+TEST(MovedMaps, AskingOnlyWhatReadsAddressesAgreesWithTheFullJudgement) {
+  static const auto rules = parse_rules(builtin_rules_text(), "built-in").rules;
+  const auto sm90 = [](const Fa4& f) {
+    return std::vector<TensorMapParam>{map(1, kBase, f.q), map(2, kBase + kStep, f.k), map(3, kBase + 2 * kStep, f.v),
+                                       map(5, kBase + 3 * kStep, f.dout), map(6, kBase + 5 * kStep, f.dk),
+                                       map(7, kBase + 4 * kStep, f.dv)};
+  };
+  const std::vector<TensorMapParam> varlen = {
+      map(1, kBase, thd(1000, 8, 128)),           map(2, kBase + kStep, thd(1000, 8, 128)),
+      map(3, kBase + 2 * kStep, thd(1000, 8, 128)), map(5, kBase + 3 * kStep, thd(1000, 8, 128)),
+      ragged(6, kBase + 5 * kStep, 8, 128),       ragged(7, kBase + 4 * kStep, 8, 128)};
+  const std::vector<std::tuple<const char*, std::vector<TensorMapParam>, Arch>> launches = {
+      {kSm100Bwd, one_cta(mha(64, 64), 32), Arch{10, 0}}, {kSm100Bwd, one_cta(mha(128, 128)), Arch{10, 0}},
+      {kSm100Bwd, two_cta(mha(128, 128)), Arch{10, 0}},   {kSm90Bwd, sm90(mha(128, 128)), Arch{9, 0}},
+      {kSm90Bwd, varlen, Arch{9, 0}},                     {"plain_gemm_kernel", sm90(mha(64, 64)), Arch{9, 0}}};
+  std::mt19937_64 rng(20261204);
+  for (const auto& [name, maps, arch] : launches) {
+    const std::vector<int> which = rules_for_kernel(*rules, name);
+    const Judgement first = judge_launch(*rules, which, name, maps, arch);
+    ASSERT_TRUE(first.findings.empty() && first.not_checkable.empty()) << name;
+    const std::unique_ptr<const MovedMaps> compiled = MovedMaps::compile(*rules, which, maps);
+    ASSERT_TRUE(compiled) << name;
+    ASSERT_EQ(compiled->size(), maps.size());
+    int agreed_clean = 0, agreed_caught = 0;
+    for (int trial = 0; trial < 3000; ++trial) {
+      const std::vector<uint64_t> to = new_addresses(rng, maps);
+      std::vector<TensorMapParam> now;
+      for (std::size_t i = 0; i < maps.size(); ++i) now.push_back(moved(maps[i], to[i]));
+      if (!std::all_of(now.begin(), now.end(), [](const TensorMapParam& m) { return m.decoded.ok(); })) continue;
+      const Judgement full = judge_launch(*rules, which, name, now, arch);
+      const bool clean = full.findings.empty() && full.not_checkable.empty();
+      const bool fast = compiled->clean_at(to.data());
+      const std::string what = std::string(name) + " trial " + std::to_string(trial) + ": " +
+                               (clean ? "clean" : full.findings.empty() ? "not checkable" : full.findings[0].rule);
+      ASSERT_TRUE(!fast || clean) << what;
+      if (std::all_of(to.begin(), to.end(), [](uint64_t a) { return a < (1ULL << 57); }))
+        ASSERT_EQ(fast, clean) << what;
+      ++(clean ? agreed_clean : agreed_caught);
+    }
+    EXPECT_GT(agreed_clean, 300) << name << ": harmless moves must be seen";
+    EXPECT_GT(agreed_caught, 300) << name << ": harmful moves must be seen";
+  }
+}
+
+// A rule whose [[rule.when]] reads addresses decides by them whether it applies at all: an earlier launch's answer
+// says nothing then, and such a kernel is always judged in full.
+TEST(MovedMaps, ARuleThatAppliesByAddressIsAlwaysJudgedInFull) {
+  const std::string text = R"([[rule]]
+id = "aligned-pair"
+kernel = "k"
+[rule.maps]
+A = 0
+B = 1
+[[rule.when]]
+kind = "alignment"
+map = "A"
+bytes = 1024
+[[rule.check]]
+kind = "rank"
+map = "B"
+equals = 4
+)";
+  const RulesResult r = parse_rules(text, "r.toml");
+  ASSERT_TRUE(r.errors.empty()) << r.errors.front();
+  const std::vector<TensorMapParam> maps = {map(0, kBase, bshd(2, 256, 4, 64)),
+                                            map(1, kBase + kStep, bshd(2, 256, 4, 64))};
+  ASSERT_TRUE(judge_launch(*r.rules, {0}, "k", maps, Arch{9, 0}).findings.empty());
+  EXPECT_FALSE(MovedMaps::compile(*r.rules, {0}, maps));
+  const auto generic = MovedMaps::compile(*r.rules, {}, maps);  // the generic checks alone
+  ASSERT_TRUE(generic);
+  const uint64_t fine[] = {kBase + 4 * kStep, kBase + 5 * kStep}, null_b[] = {kBase, 0}, odd_a[] = {kBase + 8, kBase};
+  EXPECT_TRUE(generic->clean_at(fine));
+  EXPECT_FALSE(generic->clean_at(null_b));
+  EXPECT_FALSE(generic->clean_at(odd_a));
+}
+
+// A launch whose addresses are not clean, or with a map that is no map, is not compiled: nothing would carry over.
+// (That the rest of it is clean is the caller's to know: it judged the launch in full.)
+TEST(MovedMaps, OnlyACleanLaunchOfMapsIsCompiled) {
+  static const auto rules = parse_rules(builtin_rules_text(), "built-in").rules;
+  const std::vector<int> which = rules_for_kernel(*rules, kSm100Bwd);
+  EXPECT_TRUE(MovedMaps::compile(*rules, which, one_cta(mha(128, 128))));
+  std::vector<TensorMapParam> on_dk = one_cta(mha(128, 128));
+  on_dk[4] = moved(on_dk[4], on_dk[5].decoded.view.address);
+  EXPECT_FALSE(MovedMaps::compile(*rules, which, on_dk)) << "dV on dK";
+  std::vector<TensorMapParam> no_map = one_cta(mha(128, 128));
+  no_map[0].decoded.not_a_map = "not a map";
+  EXPECT_FALSE(MovedMaps::compile(*rules, which, no_map));
+  EXPECT_FALSE(MovedMaps::compile(*rules, which, {}));
 }

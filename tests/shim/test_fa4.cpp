@@ -195,3 +195,27 @@ TEST(Blackwell, DriverRulesAreErrorsOnSm90OnlyNullAddressEverywhere) {
 }
 
 }  // namespace
+
+// A training loop's maps move every step: from the kernel's second clean launch on (what is compiled), a move is
+// judged by what reads addresses (launches_moved in the summary), and a move that puts dV on dK, takes dK off the driver's alignment or makes dO NULL is still said, in both forms.
+TEST(Fa4Moves, MapsThatOnlyMovedAreJudgedByTheirAddressesAndWrongMovesAreStillSaid) {
+  for (const std::string form : {"driver", "cute"}) {
+    std::vector<std::string> args = {"getproc", "ex", "fa4_moves"};
+    if (form == "cute") args.push_back("--cute");
+    const ClientRun r = run_client(args, {{"TMAGUARD_MODE", "log"}, {"FAKECUDA_CC", "9.0"}, {"TG_MOVES", "12"}});
+    const std::string what = form + "-form\n" + describe(r);
+    ASSERT_TRUE(r.p.exited) << what;
+    EXPECT_EQ(r.ran, 1 + 12 + 3) << what;
+    std::vector<std::string> said;
+    for (const char* kind : {"violation", "warning"})
+      for (const auto& e : r.events(kind)) said.push_back(e["rule"].get<std::string>());
+    std::sort(said.begin(), said.end());
+    EXPECT_EQ(said, (std::vector<std::string>{"fa4-dkdv-overlap", "tmap-driver-would-reject", "tmap-null-address"}))
+        << what;
+    const auto s = r.events("summary");
+    ASSERT_EQ(s.size(), 1u) << what;
+    EXPECT_EQ(s[0]["launches_moved"], 11) << what;
+    EXPECT_EQ(s[0]["tensor_maps_decoded"], 2 * 6 + 3 * 6) << what << "the first two launches, and the three wrong";
+    EXPECT_EQ(s[0]["launches_checked"], 16) << what;
+  }
+}
