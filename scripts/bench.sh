@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CPU benchmarks against the stand-in driver (no GPU needed): what tmaguard adds to a launch and to an encode
-# (same process, straight vs. through the wrapper), the pure core's decode/hash/rule, and resident-memory growth
+# (same process, straight vs. through the wrapper), the pure core's decode/hash/rule, each step of a launch's path
+# on the library's own rooms (lookup, byte compare, memo hit, key, moved maps, full judgement), resident-memory growth
 # over 10 million distinct encodes, how often non-map bytes are taken for a map, and the launch probe (what reading,
 # comparing or hashing a launch's maps costs behind cache traffic; PROBE_BUILDS="a.so b.so": other builds of the
 # library measured beside this one in the same process), memory per known kernel and a kernel's first launch over
@@ -14,6 +15,10 @@ export LD_LIBRARY_PATH="$build/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PA
 echo "== hot paths (ns per call; *_direct = stand-in driver alone, *_tmaguard = through tmaguard)"
 LD_PRELOAD="$build/libtmaguard.so" TMAGUARD_MODE=abort "$build/tests/bench_hot_path" \
   --benchmark_repetitions="${BENCH_REPS:-5}" --benchmark_report_aggregates_only=true "$@"
+echo "== each step of a launch's path through tmaguard (tests/bench/fast_path_steps.cpp: lookup, byte compare, memo hit,"
+echo "   launch key, key hit, maps that only moved, full judgement), on the library's rooms in one process"
+TMAGUARD_MODE=log "$build/tests/fast_path_steps" --benchmark_repetitions="${BENCH_REPS:-5}" \
+  --benchmark_report_aggregates_only=true 2>/dev/null
 echo "== launch probe: the stand-in behind ${PROBE_KIB:-1024} KiB of cache traffic per launch (a real driver's part);"
 echo "   added_ns: step + launch less the plain launch, per launch (tests/bench/probe_steps.h); via_tmaguard: the wrapper"
 LD_PRELOAD="$build/libtmaguard.so" TMAGUARD_MODE=abort GLIBC_TUNABLES=glibc.rtld.optional_static_tls=65536 \
