@@ -34,11 +34,33 @@
 namespace tmaguard {
 namespace {
 
+// A launch's value per map slot: inline for the usual few maps (a launch whose maps only moved allocates nothing),
+// on the heap past kInline.
+template <typename T>
+class PerMap {
+ public:
+  void resize(std::size_t n) {
+    n_ = n;
+    if (n > kInline) heap_.resize(n);
+  }
+  std::size_t size() const { return n_; }
+  T* data() { return n_ > kInline ? heap_.data() : inline_; }
+  const T* data() const { return n_ > kInline ? heap_.data() : inline_; }
+  T& operator[](std::size_t i) { return data()[i]; }
+  const T& operator[](std::size_t i) const { return data()[i]; }
+
+ private:
+  static constexpr std::size_t kInline = 16;
+  T inline_[kInline];
+  std::vector<T> heap_;
+  std::size_t n_ = 0;
+};
+
 struct Collected {
   MemoEntry* entry = nullptr;
   const KernelInfo* kernel = nullptr;
-  std::vector<const uint8_t*> bytes;  // each map slot's 128 bytes for this launch
-  std::vector<uint64_t> hashes;       // and their content hashes
+  PerMap<const uint8_t*> bytes;  // each map slot's 128 bytes for this launch
+  PerMap<uint64_t> hashes;       // and their content hashes
   uint64_t key = 0;
 };
 
