@@ -1,7 +1,8 @@
 // Host cost of a launch and of an encode, as the caller sees it, on the real driver: per-call steady_clock timing
 // of cuLaunchKernel (an empty kernel no rule matches, an empty kernel with 4 tensor maps, the FA4-shaped kernel
 // with 6, a CUTLASS-style 1792-byte Params struct holding 3 maps, a 3144-byte struct without maps like PyTorch's
-// multi_tensor_apply, the FA4 kernel launched for 8 layers in turn on each layer's tensors) and of
+// multi_tensor_apply, the FA4 kernel launched for 8 layers in turn on each layer's tensors, the FA4 kernel whose six
+// tensors move before every launch: a training loop whose allocator hands out other blocks) and of
 // cuTensorMapEncodeTiled. Within ONE process, calls alternate between the driver's own function
 // (found in libcuda's symbol table, bypassing any interposer) and the function dlsym hands out (tmaguard's wrapper
 // when it is preloaded), so process-to-process drift (10-20% of a ~4 us launch on an H200 host) cancels out.
@@ -122,15 +123,34 @@ int main(int argc, char** argv) {
                  &layer_maps[l][3], &layer_maps[l][4], &layer_maps[l][5], &tail};
     std::memcpy(layer_args[l], a, sizeof a);
   }
+  // The FA4 kernel whose maps move before each launch: the same layouts, every tensor 4 KiB further on (256 steps
+  // inside its own 2 MiB, so outputs never meet); the maps' bytes are new on every launch, their layouts never.
+  static CUtensorMap moving[6];
+  std::memcpy(moving, maps, sizeof moving);
+  void* a_moving[] = {&seqlen, &moving[0], &moving[1], &moving[2], &scale, &moving[3], &moving[4], &moving[5], &tail};
+  unsigned long long moves = 0;
+  auto move_maps = [&] {
+    ++moves;
+    for (int m = 0; m < 6; ++m) {
+      const unsigned long long a = reinterpret_cast<unsigned long long>(buf) +
+                                   (static_cast<unsigned long long>(m) << 21) + ((moves & 255) << 12);
+      std::memcpy(&moving[m], &a, 8);  // bytes 0..7: the global address
+    }
+  };
   struct K {
     const char* name;
     CUfunction f;
     void** args;
-    int rotate = 0;  // > 0: launch i uses layer i % rotate's arguments
+    int rotate = 0;      // > 0: launch i uses layer i % rotate's arguments
+    bool move = false;   // the maps move before every launch (not timed per call; inside a batch, for both sides)
   } ks[] = {{"launch_unmatched", plain, a_plain},       {"launch_tma4", tma4, a_tma4},
              {"launch_fa4_6maps", fa4, a_fa4},            {"launch_struct_3maps", struct3, a_struct3},
-             {"launch_large_param", large, a_large},       {"launch_fa4_8layers", fa4, nullptr, kLayers}};
-  auto args_of = [&](const K& k, int i) { return k.rotate ? layer_args[i % k.rotate] : k.args; };
+             {"launch_large_param", large, a_large},       {"launch_fa4_8layers", fa4, nullptr, kLayers},
+             {"launch_fa4_new_maps", fa4, a_moving, 0, true}};
+  auto args_of = [&](const K& k, int i) {
+    if (k.move) move_maps();
+    return k.rotate ? layer_args[i % k.rotate] : k.args;
+  };
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   auto launch_direct = reinterpret_cast<PFN_cuLaunchKernel_v4000>(direct_symbol(lib, "cuLaunchKernel"));
   auto launch_via = reinterpret_cast<PFN_cuLaunchKernel_v4000>(dlsym(lib, "cuLaunchKernel"));
@@ -169,7 +189,8 @@ int main(int argc, char** argv) {
   for (const K& k : ks) {
     int at = 0;  // which layer's arguments the next pair uses (rotating cases)
     auto call = [&](PFN_cuLaunchKernel_v4000 fn) {
-      return [&, fn] { return fn(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, args_of(k, at), nullptr); };
+      void** a = args_of(k, at);  // (moves the maps before the timing starts)
+      return [&k, fn, a] { return fn(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, a, nullptr); };
     };
     for (int w = 0; w < 2000; ++w) CK(launch_via(k.f, 1, 1, 1, 32, 1, 1, 0, nullptr, args_of(k, w), nullptr));
     CK(cuCtxSynchronize());

@@ -863,7 +863,7 @@ def overhead():
             batches[which].append({m.group(1): (float(m.group(2)), float(m.group(3)), int(m.group(4)))
                                    for m in batch_pat.finditer(p.stdout)})
     targets = {"launch_unmatched": 25, "launch_tma4": 150, "launch_fa4_6maps": 150, "launch_struct_3maps": 100,
-               "launch_large_param": 25, "launch_fa4_8layers": 150, "encode_tiled": 100}
+               "launch_large_param": 25, "launch_fa4_8layers": 150, "launch_fa4_new_maps": 1000, "encode_tiled": 100}
     for name, target in targets.items():
         got = collected(runs, name, "overhead")
         if not got:
@@ -892,7 +892,7 @@ def overhead():
                                         for m in batch_pat.finditer(p.stdout)})
         print(f"A/B against {ARGS.baseline_lib} ({ARGS.repeats} processes each, interleaved): added ns, median")
         for name in ("launch_unmatched", "launch_large_param", "launch_tma4", "launch_fa4_6maps", "launch_struct_3maps",
-                     "launch_fa4_8layers"):
+                     "launch_fa4_8layers", "launch_fa4_new_maps"):
             row = []
             for kind in ("calls", "batches"):
                 b = [r[name] for r in base[kind] if name in r]
@@ -904,7 +904,8 @@ def overhead():
     # one through the wrapper; the per-launch difference of the medians, median over the processes. Targets: <= +10
     # ns without maps, <= +60 ns with them.
     for name, target in (("launch_unmatched", 10), ("launch_large_param", 10), ("launch_tma4", 60),
-                         ("launch_fa4_6maps", 60), ("launch_struct_3maps", 60), ("launch_fa4_8layers", 60)):
+                         ("launch_fa4_6maps", 60), ("launch_struct_3maps", 60), ("launch_fa4_8layers", 60),
+                         ("launch_fa4_new_maps", 1000)):
         got = collected(batches, name, "overhead, batches of 256")
         if not got:
             continue
