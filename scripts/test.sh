@@ -6,7 +6,8 @@
 # and here), the Slurm test (docs/reference.md's sbatch/srun example on a real single-node Slurm), the fleet test (two
 # hosts' logs in one directory; the metrics through a real node_exporter and prometheus), then the core unit tests again
 # under AddressSanitizer + UBSan, then the libFuzzer targets (rules parser, decoder, launch collection, graph-node
-# parameters, encode arithmetic, rule matching) for a bounded time each.
+# parameters, encode arithmetic, rule matching, maps that only moved against the full judgement) for a bounded time
+# each.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${TMAGUARD_BUILD_DIR:-$root/build}
@@ -46,7 +47,7 @@ rm -f "$asan_log"
 fuzz="$build-fuzz"
 CC=clang CXX=clang++ cmake -S "$root" -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTMAGUARD_FUZZ=ON \
   -DTMAGUARD_SANITIZE=ON >/dev/null
-fuzzers=(rules decode launch graph_node encode_args match)
+fuzzers=(rules decode launch graph_node encode_args match moved)
 ninja -C "$fuzz" "${fuzzers[@]/#/fuzz_}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
