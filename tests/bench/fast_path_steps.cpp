@@ -2,7 +2,8 @@
 // in one process (no wrapper, no driver call between steps), on FA4's six maps:
 //   lookup        fast_pass of a known kernel without maps: the thread's entry found and the memo usable
 //   byte_compare  the six maps against the entry's copy of a clean launch (AVX2 where the CPU has it, and SSE2)
-//   memo_hit      fast_pass of a repeated clean launch: lookup, compare, counters
+//   memo_hit      fast_pass of a repeated clean launch: lookup, compare, counters; memo_hit_struct the same for a
+//                 CUTLASS-style 1792-byte Params struct holding 3 maps (its other places watched)
 //   launch_key    the keyed hash of the six maps (what a repeat pays when its bytes differ from the copy)
 //   key_hit       fast_pass of a launch known by its key (the kernel on another layer's tensors)
 //   moved         MovedMaps::clean_at: a clean launch whose maps only moved (new addresses every step)
@@ -33,7 +34,9 @@ constexpr uint64_t kBase = 0x7f0000000000ULL, kStep = 0x1000000ULL;
 constexpr int kMaps = 6;
 
 struct Fa4Launch {
-  CUfunction f = nullptr, plain = nullptr;
+  CUfunction f = nullptr, plain = nullptr, structs = nullptr;
+  alignas(128) uint8_t params_struct[1792] = {};  // pointer-like and small-integer fields, 3 maps at 128, 384, 896
+  void* struct_params[1] = {};
   alignas(64) uint8_t maps[kMaps][kTensorMapBytes] = {};
   alignas(64) uint8_t layer[kMaps][kTensorMapBytes] = {};  // the same maps on another layer's tensors
   int n = 1, plain_arg = 0;
@@ -101,6 +104,29 @@ Fa4Launch& fa4() {
       remember(e, key, bytes, true);
     }
     entry(l.plain, nullptr);
+    // the struct: every third word pointer-like, the next a small integer, the rest 0; its maps at 64-aligned offsets
+    for (std::size_t off = 0; off + 8 <= sizeof l.params_struct; off += 8) {
+      const uint64_t v = off % 24 == 0 ? 0x7f0000100000ULL + off * 64 : off % 24 == 8 ? off / 8 : 0;
+      std::memcpy(l.params_struct + off, &v, 8);
+    }
+    const std::size_t at[] = {128, 384, 896};
+    for (int i = 0; i < 3; ++i) std::memcpy(l.params_struct + at[i], l.maps[i], kTensorMapBytes);
+    l.struct_params[0] = l.params_struct;
+    const std::size_t st_size[] = {1792}, st_align[] = {128};
+    for (int i = 0; !l.structs || &memo_detail::slot(l.structs) == &memo_detail::slot(l.f) ||
+                    &memo_detail::slot(l.structs) == &memo_detail::slot(l.plain);
+         ++i)
+      l.structs = static_cast<CUfunction>(fakecuda_define_kernel_aligned(
+          ("_ZN7cutlass13device_kernelINS_4gemm6kernel9StepsGemmILi" + std::to_string(i) + "EEEEEvNT_6ParamsE").c_str(),
+          1, st_size, st_align, 0));
+    {
+      const LaunchArgs a = LaunchArgs::of_params(l.struct_params);
+      MemoEntry& e = entry(l.structs, &a);
+      const auto bytes = [&](std::size_t i) { return a.map(e.info->layout, e.info->maps[i]); };
+      uint64_t key = 0;
+      if (e.info->maps.size() != 3 || !launch_key(e.identity, g_hash_key, 3, bytes, &key)) std::abort();
+      remember(e, key, bytes, true);
+    }
     return l;
   }();
   return l;
@@ -135,6 +161,15 @@ void memo_hit(benchmark::State& st) {
   st.counters["hit"] = fast_pass(v);
 }
 BENCHMARK(memo_hit);
+
+void memo_hit_struct(benchmark::State& st) {
+  Fa4Launch& l = fa4();
+  const LaunchView v = l.view(l.struct_params, l.structs);
+  for (auto _ : st) benchmark::DoNotOptimize(fast_pass(v));
+  st.counters["hit"] = fast_pass(v);
+  st.counters["watched"] = static_cast<double>(__builtin_popcountll(memo_detail::slot(l.structs).watch_mask));
+}
+BENCHMARK(memo_hit_struct);
 
 void launch_key_of_maps(benchmark::State& st) {
   Fa4Launch& l = fa4();
