@@ -4,6 +4,8 @@
 //   byte_compare  the six maps against the entry's copy of a clean launch (AVX2 where the CPU has it, and SSE2)
 //   memo_hit      fast_pass of a repeated clean launch: lookup, compare, counters; memo_hit_struct the same for a
 //                 CUTLASS-style 1792-byte Params struct holding 3 maps (its other places watched)
+//   memo_hit_threads  memo_hit on 1, 8 and 64 threads at once, each with its own memo (no driver call, so no
+//                 driver's shared state): items_per_second over all threads, the process's cost per launch
 //   launch_key    the keyed hash of the six maps (what a repeat pays when its bytes differ from the copy)
 //   key_hit       fast_pass of a launch known by its key (the kernel on another layer's tensors)
 //   moved         MovedMaps::clean_at: a clean launch whose maps only moved (new addresses every step)
@@ -67,6 +69,20 @@ EncodeArgs fa4_map(uint64_t address) {
   return a;
 }
 
+// This thread's memo of the FA4 kernel: its clean launch and its other layer, remembered as the full check would (the
+// layer first: the entry's copy is of the main launch).
+void remember_on_this_thread(Fa4Launch& l) {
+  register_thread();  // as the full check does: a registered thread keeps copies of clean launches
+  for (void** p : {l.layer_params, l.params}) {
+    const LaunchArgs a = LaunchArgs::of_params(p);
+    MemoEntry& e = entry(l.f, &a);
+    const auto bytes = [&](std::size_t i) { return a.map(e.info->layout, e.info->maps[i]); };
+    uint64_t key = 0;
+    if (!launch_key(e.identity, g_hash_key, e.info->maps.size(), bytes, &key)) std::abort();
+    remember(e, key, bytes, true);
+  }
+}
+
 // Armed as a job's first call arms it (without the device audit), with the stand-in linked as the driver; the FA4
 // kernel's clean launch and its other layer remembered as the full check would.
 Fa4Launch& fa4() {
@@ -94,15 +110,7 @@ Fa4Launch& fa4() {
     std::memcpy(l.params, args, sizeof args);
     std::memcpy(l.layer_params, layer_args, sizeof layer_args);
     l.plain_params[0] = &l.plain_arg;
-    register_thread();  // as the full check does: a registered thread keeps copies of clean launches
-    for (void** p : {l.layer_params, l.params}) {  // the layer first: the entry's copy is of the main launch
-      const LaunchArgs a = LaunchArgs::of_params(p);
-      MemoEntry& e = entry(l.f, &a);
-      const auto bytes = [&](std::size_t i) { return a.map(e.info->layout, e.info->maps[i]); };
-      uint64_t key = 0;
-      if (!launch_key(e.identity, g_hash_key, e.info->maps.size(), bytes, &key)) std::abort();
-      remember(e, key, bytes, true);
-    }
+    remember_on_this_thread(l);
     entry(l.plain, nullptr);
     // the struct: every third word pointer-like, the next a small integer, the rest 0; its maps at 64-aligned offsets
     for (std::size_t off = 0; off + 8 <= sizeof l.params_struct; off += 8) {
@@ -170,6 +178,17 @@ void memo_hit_struct(benchmark::State& st) {
   st.counters["watched"] = static_cast<double>(__builtin_popcountll(memo_detail::slot(l.structs).watch_mask));
 }
 BENCHMARK(memo_hit_struct);
+
+void memo_hit_threads(benchmark::State& st) {
+  Fa4Launch& l = fa4();
+  thread_local bool ready = false;
+  if (!ready) remember_on_this_thread(l), ready = true;
+  const LaunchView v = l.view(l.params, l.f);
+  for (auto _ : st) benchmark::DoNotOptimize(fast_pass(v));
+  st.SetItemsProcessed(st.iterations());
+  st.counters["hit"] = fast_pass(v);
+}
+BENCHMARK(memo_hit_threads)->Threads(1)->Threads(8)->Threads(64)->UseRealTime();
 
 void launch_key_of_maps(benchmark::State& st) {
   Fa4Launch& l = fa4();
