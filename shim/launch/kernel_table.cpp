@@ -21,7 +21,9 @@
 
 namespace tmaguard {
 
-KernelInfo::~KernelInfo() { delete moved.load(std::memory_order_relaxed); }
+KernelInfo::~KernelInfo() {
+  for (const auto& m : moved) delete m.load(std::memory_order_relaxed);
+}
 namespace {
 
 // The parameter space of a kernel holds at most 32764 bytes (CUDA 12.1+), so at most 32764 parameters of one byte.

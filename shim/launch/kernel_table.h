@@ -18,6 +18,10 @@
 
 namespace tmaguard {
 
+//! Layouts of a kernel whose moved maps are judged by their addresses (KernelInfo::moved): a few sequence-length
+//! buckets of one training loop.
+inline constexpr std::size_t kMovedLayouts = 4;
+
 struct KernelInfo {
   uint64_t serial = 0;  // this record's number, unique in the process: what clean launch keys start from
   std::string name;
@@ -38,12 +42,12 @@ struct KernelInfo {
   // The launch key of this kernel's last launch found clean on any thread (memo.h: is_clean_key): a kernel whose
   // thread entry and process-wide key were pushed out by thousands of other kernels is known again by it, for 8 bytes.
   mutable std::atomic<uint64_t> clean_key{0};
-  // Its second launch judged in full with nothing said and every map decoded, compiled (judge.h: MovedMaps), and that
-  // launch's layout (launch_check.cpp: layout_of): a launch of this layout whose maps only moved is judged by what
-  // reads their addresses. Set once, freed with the record; about 250 bytes per map. `judged_clean`: a first such
-  // launch was seen (a kernel launched once compiles nothing).
-  mutable std::atomic<const MovedMaps*> moved{nullptr};
-  mutable std::atomic<uint64_t> moved_layout{0};
+  // Launches judged in full with nothing said and every map decoded, compiled (judge.h: MovedMaps), one per layout
+  // (launch_check.cpp: layout_of), from the kernel's second such launch on: a launch of one of these layouts whose
+  // maps only moved is judged by what reads their addresses. Each slot set once, freed with the record; about 250
+  // bytes per map and layout. `judged_clean`: a first such launch was seen (a kernel launched once compiles nothing).
+  mutable std::atomic<const MovedMaps*> moved[kMovedLayouts] = {};
+  mutable std::atomic<uint64_t> moved_layout[kMovedLayouts] = {};
   mutable std::atomic<uint8_t> judged_clean{0};
 
   KernelInfo() = default;

@@ -152,31 +152,43 @@ uint64_t layout_of(const Collected& c) {
   return key;
 }
 
-// A launch whose maps only moved since the kernel's first launch judged in full with nothing said (KernelInfo::moved):
-// judged by what its judgement asks of addresses (judge.h: MovedMaps), without decoding a map.
+// A launch whose maps only moved since a launch of the kernel judged in full with nothing said (KernelInfo::moved, one
+// per layout): judged by what its judgement asks of addresses (judge.h: MovedMaps), without decoding a map.
 bool moved_clean(const Collected& c, uint64_t layout) {
-  if (layout != c.kernel->moved_layout.load(std::memory_order_acquire)) return false;
-  const MovedMaps* m = c.kernel->moved.load(std::memory_order_relaxed);
-  uint64_t addresses[MovedMaps::kMaxMaps];
-  if (!m || m->size() != c.bytes.size()) return false;
-  for (std::size_t i = 0; i < c.bytes.size(); ++i) std::memcpy(&addresses[i], c.bytes[i], sizeof(uint64_t));
-  return m->clean_at(addresses);
+  const KernelInfo& k = *c.kernel;
+  for (std::size_t s = 0; s < kMovedLayouts; ++s) {
+    if (layout != k.moved_layout[s].load(std::memory_order_acquire)) continue;
+    const MovedMaps* m = k.moved[s].load(std::memory_order_relaxed);
+    uint64_t addresses[MovedMaps::kMaxMaps];
+    if (!m || m->size() != c.bytes.size()) return false;
+    for (std::size_t i = 0; i < c.bytes.size(); ++i) std::memcpy(&addresses[i], c.bytes[i], sizeof(uint64_t));
+    return m->clean_at(addresses);
+  }
+  return false;
 }
 
-// The kernel's second launch judged in full with nothing said, every map decoded, becomes what later launches whose
-// maps only moved are judged against (once per kernel: its facts are read by every thread without a lock). Not the
-// first: a kernel launched once (most of a job's many kernels) keeps no more than its facts.
+// A launch judged in full with nothing said, every map decoded, becomes what later launches of its layout whose maps
+// only moved are judged against: from the kernel's second such launch on (a kernel launched once, most of a job's
+// many kernels, keeps no more than its facts), for up to kMovedLayouts layouts (a few sequence-length buckets). Each
+// slot is set once: its facts are read by every thread without a lock.
 void learn_layout(const Collected& c, const std::vector<TensorMapParam>& maps, uint64_t layout) {
-  if (maps.size() != c.bytes.size() || c.kernel->moved.load(std::memory_order_relaxed)) return;
-  if (c.kernel->judged_clean.load(std::memory_order_relaxed) == 0) {
-    c.kernel->judged_clean.store(1, std::memory_order_relaxed);
+  const KernelInfo& k = *c.kernel;
+  if (maps.size() != c.bytes.size()) return;
+  if (k.judged_clean.load(std::memory_order_relaxed) == 0) {
+    k.judged_clean.store(1, std::memory_order_relaxed);
     return;
   }
-  std::unique_ptr<const MovedMaps> m = MovedMaps::compile(rules(), c.kernel->rules, maps);
+  std::size_t free_slot = kMovedLayouts;
+  for (std::size_t s = 0; s < kMovedLayouts; ++s) {
+    if (k.moved_layout[s].load(std::memory_order_acquire) == layout) return;  // known (its check failed on this move)
+    if (free_slot == kMovedLayouts && !k.moved[s].load(std::memory_order_relaxed)) free_slot = s;
+  }
+  if (free_slot == kMovedLayouts) return;
+  std::unique_ptr<const MovedMaps> m = MovedMaps::compile(rules(), k.rules, maps);
   const MovedMaps* expected = nullptr;
-  if (!m || !c.kernel->moved.compare_exchange_strong(expected, m.get())) return;
+  if (!m || !k.moved[free_slot].compare_exchange_strong(expected, m.get())) return;
   m.release();  // the kernel's facts own it now (kernel_table.h)
-  c.kernel->moved_layout.store(layout, std::memory_order_release);
+  k.moved_layout[free_slot].store(layout, std::memory_order_release);
 }
 
 }  // namespace

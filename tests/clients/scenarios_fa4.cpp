@@ -304,9 +304,16 @@ int blackwell_features() {
 // FA4 1-CTA launched the way a training loop launches it: the same layouts, every tensor at another address each
 // step (TG_MOVES steps, default 10; the summary counts them in launches_moved), then three moves that are wrong, one
 // launch each: dV onto dK, dK 8 bytes off the driver's alignment, dO NULL. Each map's address is its bytes 0..7.
+// TG_SHAPES=2: the steps alternate between two sequence lengths (256 and 512), two layouts of the one kernel.
 int fa4_moves() {
   Kernel k = fa4_kernel(false, false, false, false);
-  const std::size_t q = 1, dout = 5, dv = 6, dk = 7, params[] = {1, 2, 3, 5, 6, 7};  // Q K V dO dV dK
+  const std::size_t dout = 5, dv = 6, dk = 7, params[] = {1, 2, 3, 5, 6, 7};  // Q K V dO dV dK
+  std::vector<std::vector<uint8_t>> other = k.values;  // the same tensors at seqlen 512
+  for (std::size_t i = 0; i < 6; ++i) {
+    uint64_t a;
+    std::memcpy(&a, k.values[params[i]].data(), 8);
+    other[params[i]] = as_param(encode_map(bshd(a, 2, 512, 4, 128)));
+  }
   auto address = [&](std::size_t p) {
     uint64_t a;
     std::memcpy(&a, k.values[p].data(), 8);
@@ -314,12 +321,20 @@ int fa4_moves() {
   };
   auto place = [&](std::size_t p, uint64_t a) { std::memcpy(k.values[p].data(), &a, 8); };
   const char* n = std::getenv("TG_MOVES");
+  const char* shapes = std::getenv("TG_SHAPES");
   const int steps = n ? std::atoi(n) : 10;
+  const bool two = shapes && std::atoi(shapes) == 2;
   launch(k);
   for (int step = 1; step <= steps; ++step) {
-    for (const std::size_t p : params) place(p, address(p) + 0x100000);  // 1 MiB on, inside each tensor's 16 MiB
+    for (const std::size_t p : params) {
+      const uint64_t to = address(p) + 0x100000;  // 1 MiB on, inside each tensor's 16 MiB
+      if (two) std::swap(k.values[p], other[p]);  // the other sequence length, at its own last address
+      place(p, to);
+    }
     launch(k);
   }
+  if (two && steps % 2)
+    for (const std::size_t p : params) std::swap(k.values[p], other[p]);  // back to seqlen 256's maps
   const uint64_t dv_was = address(dv), dk_was = address(dk), dout_was = address(dout);
   place(dv, dk_was);
   launch(k);
@@ -330,7 +345,6 @@ int fa4_moves() {
   place(dout, 0);
   launch(k);
   place(dout, dout_was);
-  (void)q;
   return finish(ran(k));
 }
 

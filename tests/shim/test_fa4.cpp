@@ -197,7 +197,8 @@ TEST(Blackwell, DriverRulesAreErrorsOnSm90OnlyNullAddressEverywhere) {
 }  // namespace
 
 // A training loop's maps move every step: from the kernel's second clean launch on (what is compiled), a move is
-// judged by what reads addresses (launches_moved in the summary), and a move that puts dV on dK, takes dK off the driver's alignment or makes dO NULL is still said, in both forms.
+// judged by what reads addresses (launches_moved in the summary), and a move that puts dV on dK, takes dK off the
+// driver's alignment or makes dO NULL is still said, in both forms.
 TEST(Fa4Moves, MapsThatOnlyMovedAreJudgedByTheirAddressesAndWrongMovesAreStillSaid) {
   for (const std::string form : {"driver", "cute"}) {
     std::vector<std::string> args = {"getproc", "ex", "fa4_moves"};
@@ -218,4 +219,25 @@ TEST(Fa4Moves, MapsThatOnlyMovedAreJudgedByTheirAddressesAndWrongMovesAreStillSa
     EXPECT_EQ(s[0]["tensor_maps_decoded"], 2 * 6 + 3 * 6) << what << "the first two launches, and the three wrong";
     EXPECT_EQ(s[0]["launches_checked"], 16) << what;
   }
+}
+
+// Two sequence lengths in turn (two layouts of the one kernel, as bucketed batches give): each layout is compiled
+// from its own clean launch (the kernel's first clean launch compiles nothing), then both take the moved path.
+TEST(Fa4Moves, TwoLayoutsInTurnAreEachJudgedByTheirAddresses) {
+  const ClientRun r = run_client({"getproc", "ex", "fa4_moves"}, {{"TMAGUARD_MODE", "log"},
+                                                                  {"FAKECUDA_CC", "9.0"},
+                                                                  {"TG_MOVES", "12"},
+                                                                  {"TG_SHAPES", "2"}});
+  ASSERT_TRUE(r.p.exited) << describe(r);
+  EXPECT_EQ(r.ran, 1 + 12 + 3) << describe(r);
+  std::vector<std::string> said;
+  for (const char* kind : {"violation", "warning"})
+    for (const auto& e : r.events(kind)) said.push_back(e["rule"].get<std::string>());
+  std::sort(said.begin(), said.end());
+  EXPECT_EQ(said, (std::vector<std::string>{"fa4-dkdv-overlap", "tmap-driver-would-reject", "tmap-null-address"}))
+      << describe(r);
+  const auto s = r.events("summary");
+  ASSERT_EQ(s.size(), 1u) << describe(r);
+  EXPECT_EQ(s[0]["launches_moved"], 12 - 2) << "the first launch of each layout and one more judged in full";
+  EXPECT_EQ(s[0]["tensor_maps_decoded"], 3 * 6 + 3 * 6) << describe(r);
 }
