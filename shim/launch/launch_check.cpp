@@ -167,13 +167,35 @@ bool moved_clean(const Collected& c, uint64_t layout) {
   return false;
 }
 
-// A launch judged in full with nothing said, every map decoded, becomes what later launches of its layout whose maps
-// only moved are judged against: from the kernel's second such launch on (a kernel launched once, most of a job's
-// many kernels, keeps no more than its facts), for up to kMovedLayouts layouts (a few sequence-length buckets). Each
-// slot is set once: its facts are read by every thread without a lock.
-void learn_layout(const Collected& c, const std::vector<TensorMapParam>& maps, uint64_t layout) {
+// Every map of the launch in slot order: those decoded for it, and those a kernel without rules skipped because their
+// bytes passed before (decoded now: a compile needs each map's view).
+std::vector<TensorMapParam> every_map(const Collected& c, const std::vector<TensorMapParam>& maps,
+                                      const std::vector<std::size_t>& slots) {
+  if (maps.size() == c.bytes.size()) return maps;
+  std::vector<TensorMapParam> all;
+  all.reserve(c.bytes.size());
+  for (std::size_t i = 0, j = 0; i < c.bytes.size(); ++i) {
+    if (j < slots.size() && slots[j] == i) {
+      all.push_back(maps[j++]);
+      continue;
+    }
+    TensorMapParam m;
+    m.place = c.kernel->maps[i];
+    m.embedded = c.kernel->embedded(c.kernel->maps[i]);
+    m.named_only = c.kernel->named_only[i];
+    m.decoded = read_map(c.bytes[i], c.kernel->evidence(i));
+    all.push_back(std::move(m));
+  }
+  return all;
+}
+
+// A launch judged in full with nothing said becomes what later launches of its layout whose maps only moved are
+// judged against: from the kernel's second such launch on (a kernel launched once, most of a job's many kernels,
+// keeps no more than its facts), for up to kMovedLayouts layouts (a few sequence-length buckets). Each slot is set
+// once: its facts are read by every thread without a lock.
+void learn_layout(const Collected& c, const std::vector<TensorMapParam>& maps, const std::vector<std::size_t>& slots,
+                  uint64_t layout) {
   const KernelInfo& k = *c.kernel;
-  if (maps.size() != c.bytes.size()) return;
   if (k.judged_clean.load(std::memory_order_relaxed) == 0) {
     k.judged_clean.store(1, std::memory_order_relaxed);
     return;
@@ -184,7 +206,7 @@ void learn_layout(const Collected& c, const std::vector<TensorMapParam>& maps, u
     if (free_slot == kMovedLayouts && !k.moved[s].load(std::memory_order_relaxed)) free_slot = s;
   }
   if (free_slot == kMovedLayouts) return;
-  std::unique_ptr<const MovedMaps> m = MovedMaps::compile(rules(), k.rules, maps);
+  std::unique_ptr<const MovedMaps> m = MovedMaps::compile(rules(), k.rules, every_map(c, maps, slots));
   const MovedMaps* expected = nullptr;
   if (!m || !k.moved[free_slot].compare_exchange_strong(expected, m.get())) return;
   m.release();  // the kernel's facts own it now (kernel_table.h)
@@ -223,7 +245,7 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   if (!has_errors(findings) && j.not_checkable.empty())
     remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
   if (findings.empty()) {
-    if (layout && j.not_checkable.empty()) learn_layout(c, maps, layout);
+    if (layout && j.not_checkable.empty()) learn_layout(c, maps, slots, layout);
     return Verdict::kRun;
   }
   attach_call_site(findings);

@@ -19,6 +19,9 @@
 //                        list (a multiple of 64 by chance), each first launched with 20 tensors and zeros, then
 //                        rewritten with other bytes on each of 200 launches; then (TG_STRUCT_BAD=d) the 3456-byte
 //                        one holds a transposed D map at +2048, a place that was empty at its first launch
+//   struct_moves         the grouped form (A, B per-group templates, C and D real) launched as a training loop does:
+//                        C and D 1 MiB further on each of TG_MOVES steps (default 10), then one launch each with D
+//                        8 bytes off the driver's alignment, with template A given an address, and with D NULL
 //   maps_everywhere      an 8960-byte parameter whose launch i holds one map at +128*i and zeros (70 launches):
 //                        a new map in a watched place on every launch
 #include <algorithm>
@@ -100,6 +103,34 @@ int grouped_templates() {
   const CUtensorMap d = matrix(kBase + 3 * kStep, 512, 256);
   const Kernel k = make_kernel_raw(kCutlass, {params(template_map(), template_map(), nullptr, d)}, {128});
   for (int i = 0; i < 3; ++i) launch(k);
+  return finish(ran(k));
+}
+
+int struct_moves() {
+  const CUtensorMap c = matrix(kBase + 2 * kStep, 512, 256), d = matrix(kBase + 3 * kStep, 512, 256);
+  Kernel k = make_kernel_raw(kCutlass, {params(template_map(), template_map(), &c, d)}, {128});
+  auto address = [&](std::size_t at) {
+    uint64_t a;
+    std::memcpy(&a, k.values[0].data() + at, 8);
+    return a;
+  };
+  auto place = [&](std::size_t at, uint64_t a) { put(k.values[0], at, a); };
+  const char* n = std::getenv("TG_MOVES");
+  const int steps = n ? std::atoi(n) : 10;
+  launch(k);
+  for (int step = 1; step <= steps; ++step) {
+    for (const std::size_t at : {std::size_t{896}, std::size_t{1152}}) place(at, address(at) + 0x100000);
+    launch(k);
+  }
+  const uint64_t d_was = address(1152);
+  place(1152, d_was + 8);
+  launch(k);
+  place(1152, d_was);
+  place(128, kBase + 9 * kStep);  // template A with an address: moved, yet still a template (not judged)
+  launch(k);
+  place(128, 0);
+  place(1152, 0);
+  launch(k);
   return finish(ran(k));
 }
 
@@ -229,6 +260,7 @@ const std::vector<Scenario>& struct_scenarios() {
       {"cutlass_first_changes", cutlass_first_changes},
       {"lists_rewritten", lists_rewritten},
       {"maps_everywhere", maps_everywhere},
+      {"struct_moves", struct_moves},
   };
   return v;
 }

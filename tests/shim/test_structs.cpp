@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -293,3 +294,22 @@ TEST(Structs, ReportCensusSaysWhatTmaguardCouldSee) {
 }
 
 }  // namespace
+
+// A CUTLASS grouped GEMM's C and D move every step while its templates stay: from the kernel's second clean launch
+// on, each move is judged by its addresses (the templates' bytes passed before and are not decoded again); D off the
+// driver's alignment and D NULL are still said, and a template given an address is still not judged.
+TEST(Structs, MapsInAStructThatOnlyMovedAreJudgedByTheirAddresses) {
+  const ClientRun r =
+      run_client({"getproc", "launch", "struct_moves"}, {{"TMAGUARD_MODE", "log"}, {"TG_MOVES", "10"}});
+  ASSERT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_EQ(r.ran, 1 + 10 + 3) << describe(r);
+  std::vector<std::string> said;
+  for (const char* kind : {"violation", "warning"})
+    for (const auto& e : r.events(kind)) said.push_back(e["rule"].get<std::string>());
+  std::sort(said.begin(), said.end());
+  EXPECT_EQ(said, (std::vector<std::string>{"tmap-driver-would-reject", "tmap-null-address"})) << describe(r);
+  const auto s = r.events("summary");
+  ASSERT_EQ(s.size(), 1u) << describe(r);
+  EXPECT_EQ(s[0]["launches_moved"], 10 - 1) << describe(r);
+}
+
