@@ -45,10 +45,13 @@ struct KernelInfo {
   // Launches judged in full with nothing said and every map decoded, compiled (judge.h: MovedMaps), one per layout
   // (launch_check.cpp: layout_of), from the kernel's second such launch on: a launch of one of these layouts whose
   // maps only moved is judged by what reads their addresses. Each slot set once, freed with the record; about 250
-  // bytes per map and layout. `judged_clean`: a first such launch was seen (a kernel launched once compiles nothing).
+  // bytes per map and layout. `judged_clean`: a first such launch was seen (a kernel launched once compiles nothing);
+  // `uncompiled`: launches that could not be compiled (a map no map, a rule whose `when` reads addresses): after
+  // kMovedLayouts of them the kernel stops trying, so a full check never pays for a compile that cannot succeed.
   mutable std::atomic<const MovedMaps*> moved[kMovedLayouts] = {};
   mutable std::atomic<uint64_t> moved_layout[kMovedLayouts] = {};
   mutable std::atomic<uint8_t> judged_clean{0};
+  mutable std::atomic<uint8_t> uncompiled{0};
 
   KernelInfo() = default;
   KernelInfo(const KernelInfo&) = delete;

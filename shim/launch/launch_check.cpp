@@ -200,6 +200,7 @@ void learn_layout(const Collected& c, const std::vector<TensorMapParam>& maps, c
     k.judged_clean.store(1, std::memory_order_relaxed);
     return;
   }
+  if (k.uncompiled.load(std::memory_order_relaxed) >= kMovedLayouts) return;
   std::size_t free_slot = kMovedLayouts;
   for (std::size_t s = 0; s < kMovedLayouts; ++s) {
     if (k.moved_layout[s].load(std::memory_order_acquire) == layout) return;  // known (its check failed on this move)
@@ -207,8 +208,13 @@ void learn_layout(const Collected& c, const std::vector<TensorMapParam>& maps, c
   }
   if (free_slot == kMovedLayouts) return;
   std::unique_ptr<const MovedMaps> m = MovedMaps::compile(rules(), k.rules, every_map(c, maps, slots));
+  if (!m) {
+    const auto tries = static_cast<uint8_t>(k.uncompiled.load(std::memory_order_relaxed) + 1);
+    k.uncompiled.store(tries, std::memory_order_relaxed);
+    return;
+  }
   const MovedMaps* expected = nullptr;
-  if (!m || !k.moved[free_slot].compare_exchange_strong(expected, m.get())) return;
+  if (!k.moved[free_slot].compare_exchange_strong(expected, m.get())) return;
   m.release();  // the kernel's facts own it now (kernel_table.h)
   k.moved_layout[free_slot].store(layout, std::memory_order_release);
 }
