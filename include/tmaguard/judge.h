@@ -56,7 +56,8 @@ class MovedMaps {
   std::vector<TensorMapView> views_;  // each map's view as its checks judge it (judged_view)
   std::vector<uint64_t> shift_;       // judged address less the map's own (a ragged map's), mod 2^64
   std::vector<uint64_t> was_;         // each map's address at compile
-  std::vector<uint8_t> how_;          // kJudged, kInterleave32 (32-byte alignment), kTemplate (must stay put)
+  std::vector<uint8_t> interleave_;   // each map's interleave (the driver's alignment rule: address_problem)
+  std::vector<bool> template_;        // a template map inside a structure: its address must stay put
   std::vector<Ask> asks_;
 };
 

@@ -14,7 +14,6 @@
 namespace tmaguard {
 namespace {
 
-enum How : uint8_t { kJudged = 0, kInterleave32 = 1, kTemplate = 2 };
 // read_map takes a map in CuTe DSL's or tensormap.replace's form at a user-space address only (below 2^57)
 constexpr uint64_t kAddressLimit = 1ULL << 57;
 
@@ -32,7 +31,8 @@ std::unique_ptr<const MovedMaps> MovedMaps::compile(const RuleSet& rules, const 
     m->views_.push_back(judged_view(v));
     m->shift_.push_back(m->views_.back().address - v.address);
     m->was_.push_back(v.address);
-    m->how_.push_back(unjudged_template(p) ? kTemplate : v.interleave == 2 ? kInterleave32 : kJudged);
+    m->interleave_.push_back(static_cast<uint8_t>(v.interleave));
+    m->template_.push_back(unjudged_template(p));
   }
   std::vector<AddressAsk> asks;
   if (!address_asks(rules, which, maps, asks)) return nullptr;
@@ -45,11 +45,11 @@ bool MovedMaps::clean_at(const uint64_t* addresses) const {
   const std::size_t n = views_.size();
   for (std::size_t i = 0; i < n; ++i) {
     const uint64_t a = addresses[i];
-    if (how_[i] == kTemplate) {
+    if (template_[i]) {
       if (a != was_[i]) return false;
       continue;
     }
-    if (a == 0 || a >= kAddressLimit || a % 16 || (how_[i] == kInterleave32 && a % 32)) return false;
+    if (a == 0 || a >= kAddressLimit || address_problem(a, interleave_[i])) return false;
   }
   if (asks_.empty()) return true;
   alignas(TensorMapView) unsigned char buf[kMaxMaps * sizeof(TensorMapView)];

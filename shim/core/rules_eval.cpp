@@ -71,6 +71,7 @@ struct Evaluation {
   const TensorMapParam* undecodable;    // a map of the check that is no tensor map (nullptr: both decoded)
   std::optional<CheckFailure> failure;  // set when the check does not hold
   bool template_named = false;          // a map of the check is a template: not evaluated
+  int ai = -1, bi = -1;                 // the launch maps it was evaluated on (bi -1: a single-map kind)
 };
 
 // Evaluates a check against every map it names in `b` (once for single-map kinds), handing each evaluation to
@@ -88,7 +89,7 @@ void evaluate(const Check& c, const Named& named, const LaunchMaps& lm, F&& f) {
     const std::string& bn = bs[k];
     const int bi = bn.empty() ? -1 : named.map_of(bn, k < c.b_at.size() ? c.b_at[k] : -1);
     const TensorMapParam* b = bi < 0 ? nullptr : &lm.maps[static_cast<std::size_t>(bi)];
-    Evaluation e{&c, bn, nullptr, std::nullopt};
+    Evaluation e{&c, bn, nullptr, std::nullopt, false, ai, bi};
     if (unjudged_template(*a) || (b && unjudged_template(*b))) {
       e.template_named = true;
     } else if (!a->decoded.ok()) {
@@ -247,21 +248,19 @@ struct RuleRun {
     return false;
   }
 
-  // Each evaluation of `list`'s entries that read addresses (address_asks); false when one names a map that is no
-  // tensor map. An evaluation that names a template is passed over, as in the full evaluation.
+  // Each evaluation of `list`'s entries that read addresses (address_asks), the maps it names as evaluate() resolves
+  // them; false when one names a map that is no tensor map. One that names a template is passed over, as in the full
+  // evaluation.
   bool collect_address_asks(const std::vector<Check>& list, std::vector<AddressAsk>& out) const {
+    bool decoded = true;
     for (const Check& c : list) {
       if (c.kind->address_free) continue;
-      const int ai = named.map_of(c.a, c.a_at);
-      const TensorMapParam& a = maps[static_cast<std::size_t>(ai)];
-      const std::size_t nb = c.kind->pair ? c.b.size() : 1;
-      for (std::size_t k = 0; k < nb; ++k) {
-        const int bi = c.kind->pair ? named.map_of(c.b[k], k < c.b_at.size() ? c.b_at[k] : -1) : -1;
-        const TensorMapParam* b = bi < 0 ? nullptr : &maps[static_cast<std::size_t>(bi)];
-        if (unjudged_template(a) || (b && unjudged_template(*b))) continue;
-        if (!a.decoded.ok() || (b && !b->decoded.ok())) return false;
-        out.push_back({&c, ai, bi});
-      }
+      evaluate(c, named, lm, [&](const Evaluation& e) {
+        if (e.undecodable) decoded = false;
+        else if (!e.template_named) out.push_back({&c, e.ai, e.bi});
+        return decoded;
+      });
+      if (!decoded) return false;
     }
     return true;
   }

@@ -63,7 +63,7 @@ struct CheckKind {
   std::optional<CheckFailure> (*evaluate)(const Check& c, const TensorMapView& a, const TensorMapView* b);
   //! True when the evaluation never reads a map's global address (nor its byte range): then maps that differ in
   //! their addresses alone get the same answer, and a launch whose maps only moved need not ask it again
-  //! (rules_hold_at_new_addresses). False, the safe default, re-asks it on every launch with new maps.
+  //! (judge.h: MovedMaps). False, the safe default, re-asks it on every launch with new maps.
   bool address_free = false;
 };
 
