@@ -114,6 +114,17 @@ bool collect(const LaunchView& launch, Collected& c) {
       c.entry->identity, g_hash_key, n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
 }
 
+// Map slot i of the launch, decoded as its place demands (KernelInfo::evidence).
+TensorMapParam map_param(const Collected& c, std::size_t i) {
+  const KernelInfo& k = *c.kernel;
+  TensorMapParam m;
+  m.place = k.maps[i];
+  m.embedded = k.embedded(k.maps[i]);
+  m.named_only = k.named_only[i];
+  m.decoded = read_map(c.bytes[i], k.evidence(i));
+  return m;
+}
+
 // The maps this launch must judge, decoded as their places demand (KernelInfo::evidence). A kernel without rules
 // needs only the maps whose bytes have not passed the generic check before; with rules (or in inspect mode) every
 // map is decoded and `known_clean` marks the ones the generic check may skip. `slots` receives each one's slot.
@@ -123,15 +134,9 @@ std::vector<TensorMapParam> decode_needed(const Collected& c, bool all, std::vec
   maps.reserve(c.bytes.size());
   slots.reserve(c.bytes.size());
   for (std::size_t i = 0; i < c.bytes.size(); ++i) {
-    const MapEvidence e = c.kernel->evidence(i);
-    const bool clean = map_passed_before(c.hashes[i], e);
+    const bool clean = map_passed_before(c.hashes[i], c.kernel->evidence(i));
     if (clean && !all) continue;
-    TensorMapParam m;
-    m.place = c.kernel->maps[i];
-    m.embedded = c.kernel->embedded(c.kernel->maps[i]);
-    m.named_only = c.kernel->named_only[i];
-    m.decoded = read_map(c.bytes[i], e);
-    maps.push_back(std::move(m));
+    maps.push_back(map_param(c, i));
     slots.push_back(i);
     known_clean.push_back(clean);
   }
@@ -175,16 +180,10 @@ std::vector<TensorMapParam> every_map(const Collected& c, const std::vector<Tens
   std::vector<TensorMapParam> all;
   all.reserve(c.bytes.size());
   for (std::size_t i = 0, j = 0; i < c.bytes.size(); ++i) {
-    if (j < slots.size() && slots[j] == i) {
+    if (j < slots.size() && slots[j] == i)
       all.push_back(maps[j++]);
-      continue;
-    }
-    TensorMapParam m;
-    m.place = c.kernel->maps[i];
-    m.embedded = c.kernel->embedded(c.kernel->maps[i]);
-    m.named_only = c.kernel->named_only[i];
-    m.decoded = read_map(c.bytes[i], c.kernel->evidence(i));
-    all.push_back(std::move(m));
+    else
+      all.push_back(map_param(c, i));
   }
   return all;
 }
