@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -465,13 +466,26 @@ TEST(Fa4Family, SparseMlaDqDqvIsJudgedAtWarningSeverity) {
 
 namespace {
 
-// `m` with its global address (bytes 0..7) set to `address` and decoded again, as a launch's bytes would be.
-TensorMapParam moved(const TensorMapParam& m, uint64_t address) {
+// `m` with its global address (bytes 0..7) set to `address` and read again, as a launch's bytes would be: in the
+// form of the encoder that wrote it (encode_in_form; the driver's is `encode`), under `evidence` (none: decode's own
+// strict convention).
+TensorMapParam moved(const TensorMapParam& m, uint64_t address, std::optional<MapEvidence> evidence = std::nullopt) {
   uint8_t b[128];
   EncodeArgs a = m.decoded.view.encode_args();
-  EXPECT_EQ(encode(a, b), 0) << validate_encode(a).message;
+  EXPECT_EQ(encode_in_form(m.decoded.view.encoder, a, b), 0) << validate_encode(a).message;
   std::memcpy(b, &address, 8);
-  return {m.place, decode(b), m.embedded, m.named_only};
+  return {m.place, evidence ? read_map(b, *evidence) : decode(b), m.embedded, m.named_only};
+}
+
+// `m` as another encoder writes it (CuTe DSL's host fill, which always asks for L2 promotion 128B:
+// tests/data/cute_dsl_golden.txt pins it; tensormap.replace: pinned by bytes captured on an H200), read under
+// `evidence`.
+TensorMapParam in_form(const TensorMapParam& m, Encoder form, MapEvidence evidence) {
+  uint8_t b[128];
+  EncodeArgs a = m.decoded.view.encode_args();
+  if (form == Encoder::kCuteDsl) a.l2_promotion = 2;
+  EXPECT_EQ(encode_in_form(form, a, b), 0);
+  return {m.place, read_map(b, evidence), m.embedded, m.named_only};
 }
 
 // A new address for each map of a launch: mostly another 16-byte-aligned block in one of a few regions (so that
@@ -500,7 +514,11 @@ std::vector<uint64_t> new_addresses(std::mt19937_64& rng, const std::vector<Tens
 // its maps: clean_at says clean only where the full judgement finds nothing, and wherever the addresses are ones it
 // takes (below 2^57) it says exactly that (a move that puts dV on dK, misaligns or NULLs a map is caught; a harmless
 // one is not judged in full again).
-TEST(MovedMaps, AskingOnlyWhatReadsAddressesAgreesWithTheFullJudgement) {
+namespace {
+
+// The launches below, in `form` (the driver's: as the map helper encodes them, read by decode; another: re-encoded in
+// it and read as a launch reads its maps, under the kernel's evidence).
+void moves_agree_with_the_full_judgement(Encoder form) {
   static const auto rules = parse_rules(builtin_rules_text(), "built-in").rules;
   const auto sm90 = [](const Fa4& f) {
     return std::vector<TensorMapParam>{map(1, kBase, f.q), map(2, kBase + kStep, f.k), map(3, kBase + 2 * kStep, f.v),
@@ -516,8 +534,16 @@ TEST(MovedMaps, AskingOnlyWhatReadsAddressesAgreesWithTheFullJudgement) {
       {kSm100Bwd, two_cta(mha(128, 128)), Arch{10, 0}},   {kSm90Bwd, sm90(mha(128, 128)), Arch{9, 0}},
       {kSm90Bwd, varlen, Arch{9, 0}},                     {"plain_gemm_kernel", sm90(mha(64, 64)), Arch{9, 0}}};
   std::mt19937_64 rng(20261204);
-  for (const auto& [name, maps, arch] : launches) {
+  for (const auto& [name, driver_maps, arch] : launches) {
     const std::vector<int> which = rules_for_kernel(*rules, name);
+    std::optional<MapEvidence> evidence;
+    std::vector<TensorMapParam> maps = driver_maps;
+    if (form == Encoder::kDeviceBuilt && which.empty()) continue;  // a 128-byte parameter never takes that form
+    if (form != Encoder::kDriver) {
+      evidence = which.empty() ? MapEvidence::kParameter : MapEvidence::kKnown;
+      for (TensorMapParam& m : maps) m = in_form(m, form, *evidence);
+      for (const TensorMapParam& m : maps) ASSERT_TRUE(m.decoded.ok()) << name << ": " << m.decoded.not_a_map;
+    }
     const Judgement first = judge_launch(*rules, which, name, maps, arch);
     ASSERT_TRUE(first.findings.empty() && first.not_checkable.empty()) << name;
     const std::unique_ptr<const MovedMaps> compiled = MovedMaps::compile(*rules, which, maps);
@@ -527,8 +553,15 @@ TEST(MovedMaps, AskingOnlyWhatReadsAddressesAgreesWithTheFullJudgement) {
     for (int trial = 0; trial < 3000; ++trial) {
       const std::vector<uint64_t> to = new_addresses(rng, maps);
       std::vector<TensorMapParam> now;
-      for (std::size_t i = 0; i < maps.size(); ++i) now.push_back(moved(maps[i], to[i]));
-      if (!std::all_of(now.begin(), now.end(), [](const TensorMapParam& m) { return m.decoded.ok(); })) continue;
+      for (std::size_t i = 0; i < maps.size(); ++i) now.push_back(moved(maps[i], to[i], evidence));
+      if (!std::all_of(now.begin(), now.end(), [](const TensorMapParam& m) { return m.decoded.ok(); })) {
+        // Another form at a NULL, misaligned or wrapping address is no map where the kernel's evidence asks for one
+        // the driver would take: never clean by the shortcut either.
+        if (form == Encoder::kDriver) continue;
+        ASSERT_FALSE(compiled->clean_at(to.data())) << name << " trial " << trial << ": moved bytes are no map";
+        ++agreed_caught;
+        continue;
+      }
       const Judgement full = judge_launch(*rules, which, name, now, arch);
       const bool clean = full.findings.empty() && full.not_checkable.empty();
       const bool fast = compiled->clean_at(to.data());
@@ -541,6 +574,21 @@ TEST(MovedMaps, AskingOnlyWhatReadsAddressesAgreesWithTheFullJudgement) {
     }
     EXPECT_GT(agreed_clean, 300) << name << ": harmless moves must be seen";
     EXPECT_GT(agreed_caught, 300) << name << ": harmful moves must be seen";
+  }
+}
+
+}  // namespace
+
+TEST(MovedMaps, AskingOnlyWhatReadsAddressesAgreesWithTheFullJudgement) {
+  moves_agree_with_the_full_judgement(Encoder::kDriver);
+}
+
+// The same launches as CuTe DSL's host code fills FA4's maps (no tile-size or swizzle-span word, word 2 bit 1) and as
+// tensormap.replace leaves them: the address is bytes 0..7 in every form.
+TEST(MovedMaps, InCuteDslsAndTheDeviceBuiltFormToo) {
+  for (const Encoder form : {Encoder::kCuteDsl, Encoder::kDeviceBuilt}) {
+    SCOPED_TRACE(to_string(form));
+    moves_agree_with_the_full_judgement(form);
   }
 }
 
