@@ -1,7 +1,7 @@
 // libFuzzer target: a clean launch compiled into what its judgement asks of addresses (judge.h: MovedMaps), then the
 // same maps at addresses the fuzzer picks. Layouts start from FA4's tensors (b, s, h, d) and are bent by the input
-// (transposed, broadcast, other element types and boxes), for an FA4 backward kernel on SM100 and SM90 and for a
-// kernel no rule names. Whenever clean_at says clean, the full judgement of the moved maps must find nothing; where
+// (transposed, broadcast, other element types and boxes), in the driver's form or CuTe DSL's (FA4's own encoder), for
+// an FA4 backward kernel on SM100 and SM90 and for a kernel no rule names. Whenever clean_at says clean, the full judgement of the moved maps must find nothing; where
 // every address is one clean_at takes (below 2^57), the two must agree both ways.
 #include <memory>
 #include <vector>
@@ -17,7 +17,8 @@ using namespace tmaguard;
 constexpr uint64_t kBase = 0x7f0000000000ULL, kStep = 0x1000000ULL;
 
 // One map of a (b, s, h, d) bf16 tensor at `address`, bent by the input; false when the driver would not encode it.
-bool fa4_map(FuzzInput& in, uint64_t b, uint64_t s, uint64_t h, uint64_t d, uint64_t address, uint8_t out[128]) {
+bool fa4_map(FuzzInput& in, uint64_t b, uint64_t s, uint64_t h, uint64_t d, uint64_t address, Encoder form,
+             uint8_t out[128]) {
   EncodeArgs a;
   a.dtype = 9;
   a.rank = 4;
@@ -33,7 +34,8 @@ bool fa4_map(FuzzInput& in, uint64_t b, uint64_t s, uint64_t h, uint64_t d, uint
   if (bend % 16 == 5) a.box[0] = 32;
   a.element_strides = {1, 1, 1, 1};
   a.swizzle = a.box[0] * 2 >= 128 ? 3 : 2;
-  return encode(a, out) == 0;
+  if (form == Encoder::kCuteDsl) a.l2_promotion = 2;  // what CuTe DSL's host fill always asks for
+  return encode_in_form(form, a, out) == 0;
 }
 
 struct Kernel {
@@ -66,10 +68,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t b = 1 + in.take<uint8_t>() % 2, s = 64 * (1 + in.take<uint8_t>() % 8), h = 1 + in.take<uint8_t>() % 8;
   const uint64_t d = in.take<uint8_t>() % 2 ? 64 : 128;
   const std::size_t n = 4 + in.take<uint8_t>() % 3;  // 4..6 maps: Q K V dO [dV dK]
+  const Encoder form = in.take<uint8_t>() % 2 ? Encoder::kCuteDsl : Encoder::kDriver;
   std::vector<std::vector<uint8_t>> bytes(n, std::vector<uint8_t>(kTensorMapBytes));
   std::vector<TensorMapParam> maps;
   for (std::size_t i = 0; i < n; ++i) {
-    if (!fa4_map(in, b, s, h, d, kBase + i * kStep, bytes[i].data())) return 0;
+    if (!fa4_map(in, b, s, h, d, kBase + i * kStep, form, bytes[i].data())) return 0;
     maps.push_back({{static_cast<uint32_t>(i + 1), 0}, read_map(bytes[i].data(), k.evidence)});
   }
   const std::vector<int> which = rules_for_kernel(*rules, k.name);
