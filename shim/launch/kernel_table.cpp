@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 
 #include "base/counters.h"
@@ -352,7 +353,10 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args, bool* built_
     // Made with buckets for 8 times the table's kernels (1 MiB): a first launch never waits for a rehash of tens of
     // thousands of kernels (17 ms at 100,000) until a job has about 150,000.
     g_overflow = new std::unordered_map<uintptr_t, const KernelInfo*>;
-    g_overflow->reserve(kSlots * 8);
+    try {
+      g_overflow->reserve(kSlots * 8);
+    } catch (const std::bad_alloc&) {  // no MiB to spare: the map grows as it would have
+    }
   }
   auto it = g_overflow->find(key);
   if (it != g_overflow->end()) return it->second;

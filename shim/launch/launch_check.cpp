@@ -218,6 +218,16 @@ void learn_layout(const Collected& c, const std::vector<TensorMapParam>& maps, c
   k.moved_layout[free_slot].store(layout, std::memory_order_release);
 }
 
+// learn_layout on a launch already judged clean: without memory for the compile it stays uncompiled, and the launch
+// runs (a shortcut that could not be made never refuses a clean launch).
+void learn_layout_if_memory(const Collected& c, const std::vector<TensorMapParam>& maps,
+                            const std::vector<std::size_t>& slots, uint64_t layout) {
+  try {
+    learn_layout(c, maps, slots, layout);
+  } catch (const std::bad_alloc&) {
+  }
+}
+
 }  // namespace
 
 void attach_call_site(std::vector<Finding>& findings) {
@@ -250,7 +260,7 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   if (!has_errors(findings) && j.not_checkable.empty())
     remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
   if (findings.empty()) {
-    if (layout && j.not_checkable.empty()) learn_layout(c, maps, slots, layout);
+    if (layout && j.not_checkable.empty()) learn_layout_if_memory(c, maps, slots, layout);
     return Verdict::kRun;
   }
   attach_call_site(findings);
