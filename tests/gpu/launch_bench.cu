@@ -14,6 +14,11 @@
 // `launch_bench probe [batches [other builds of libtmaguard.so...]]` instead runs the launch probe
 // (tests/bench/probe_steps.h) on the same launches: what reading, comparing or hashing their maps costs between two
 // real launches, and what each build of tmaguard adds, side by side in one process.
+// `launch_bench threads [launches]` launches the FA4 kernel from 1, 8 and 64 threads at once, each thread on its own
+// stream, through the driver's own function and through the one dlsym hands out in turn (6 pairs of rounds, the order
+// alternating), and prints "THREADS n=T direct_ns=.. via_dlsym_ns=.. added_ns=.. rounds=6": the process's wall time
+// per launch (all threads' launches over the time from the start signal to the last thread's end), median over the
+// rounds, and the median of the pairs' differences.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -25,8 +30,10 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <atomic>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <dlfcn.h>
@@ -62,11 +69,42 @@ double time_ns(const std::function<CUresult()>& f) {
       std::exit(1);                                               \
     }                                                             \
   } while (0)
+// Wall time per launch of `threads` threads launching `f` at once, each `per_thread` times on a stream of its own.
+double threads_wall_ns(PFN_cuLaunchKernel_v4000 fn, CUfunction f, void** args, int threads, int per_thread,
+                       CUcontext ctx) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      cuCtxSetCurrent(ctx);
+      CUstream s = nullptr;
+      if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) failed = true;
+      for (int w = 0; w < 64; ++w)  // this thread's first launches (its memo entry) are not timed
+        if (fn(f, 1, 1, 1, 32, 1, 1, 0, s, args, nullptr) != CUDA_SUCCESS) failed = true;
+      cuStreamSynchronize(s);
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      for (int i = 0; i < per_thread; ++i)
+        if (fn(f, 1, 1, 1, 32, 1, 1, 0, s, args, nullptr) != CUDA_SUCCESS) failed = true;
+      cuStreamSynchronize(s);  // the queue drains inside the timed span: the same for both sides
+      cuStreamDestroy(s);
+    });
+  while (ready.load() < threads) std::this_thread::yield();
+  const auto t0 = clk::now();
+  go.store(true, std::memory_order_release);
+  for (auto& th : pool) th.join();
+  const auto t1 = clk::now();
+  if (failed) std::exit(1);
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / (static_cast<double>(threads) * per_thread);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool probing = argc > 1 && std::strcmp(argv[1], "probe") == 0;
-  const int n = probing ? 0 : argc > 1 ? std::atoi(argv[1]) : 100000;
+  const bool threading = argc > 1 && std::strcmp(argv[1], "threads") == 0;
+  const int n = probing || threading ? 0 : argc > 1 ? std::atoi(argv[1]) : 100000;
   cudaSetDevice(0);
   cudaFree(nullptr);
   std::ifstream in(std::string(argv[0]) + ".cubin", std::ios::binary);
@@ -123,8 +161,15 @@ int main(int argc, char** argv) {
                  &layer_maps[l][3], &layer_maps[l][4], &layer_maps[l][5], &tail};
     std::memcpy(layer_args[l], a, sizeof a);
   }
-  // The FA4 kernel whose maps move before each launch: the same layouts, every tensor 4 KiB further on (256 steps
-  // inside its own 2 MiB, so outputs never meet); the maps' bytes are new on every launch, their layouts never.
+  // The FA4 kernel whose maps move before each launch: the same layouts, every tensor 256 bytes further on inside a
+  // 128 MiB region of its own (522,000 places: more than one process moves them, so no launch's addresses repeat and
+  // none can be known by a key from an earlier launch); the maps' bytes are new on every launch, their layouts never.
+  constexpr unsigned long long kRegion = 128ull << 20, kStep = 256, kTensor = 512ull << 10;  // a tensor: 512 KiB
+  void* moving_buf;
+  if (cudaMalloc(&moving_buf, 6 * kRegion) != cudaSuccess) {
+    std::fprintf(stderr, "cannot allocate the moving tensors' regions\n");
+    return 1;
+  }
   static CUtensorMap moving[6];
   std::memcpy(moving, maps, sizeof moving);
   void* a_moving[] = {&seqlen, &moving[0], &moving[1], &moving[2], &scale, &moving[3], &moving[4], &moving[5], &tail};
@@ -132,8 +177,8 @@ int main(int argc, char** argv) {
   auto move_maps = [&] {
     ++moves;
     for (int m = 0; m < 6; ++m) {
-      const unsigned long long a = reinterpret_cast<unsigned long long>(buf) +
-                                   (static_cast<unsigned long long>(m) << 21) + ((moves & 255) << 12);
+      const unsigned long long a = reinterpret_cast<unsigned long long>(moving_buf) + m * kRegion +
+                                   (moves % ((kRegion - kTensor) / kStep)) * kStep;
       std::memcpy(&moving[m], &a, 8);  // bytes 0..7: the global address
     }
   };
@@ -163,6 +208,36 @@ int main(int argc, char** argv) {
   Dl_info info{};
   dladdr(reinterpret_cast<void*>(launch_via), &info);
   std::printf("BENCH_INFO via_dlsym_is=%s\n", info.dli_fname ? info.dli_fname : "?");
+  if (threading) {
+    const int total = argc > 2 ? std::atoi(argv[2]) : 64000;  // launches per round, all threads together
+    CUcontext ctx;
+    CK(cuCtxGetCurrent(&ctx));
+    for (const int t : {1, 8, 64}) {
+      const int per = std::max(total / t, 200);
+      std::vector<double> d, v, diff;
+      for (int r = 0; r < 6; ++r) {  // pairs in the order direct-via, via-direct, ...: the first side of a pair
+        double dn, vn;               // is no side's in particular
+        if (r & 1) {
+          vn = threads_wall_ns(launch_via, fa4, a_fa4, t, per, ctx);
+          dn = threads_wall_ns(launch_direct, fa4, a_fa4, t, per, ctx);
+        } else {
+          dn = threads_wall_ns(launch_direct, fa4, a_fa4, t, per, ctx);
+          vn = threads_wall_ns(launch_via, fa4, a_fa4, t, per, ctx);
+        }
+        d.push_back(dn);
+        v.push_back(vn);
+        diff.push_back(vn - dn);
+      }
+      auto median = [](std::vector<double> x) {
+        std::sort(x.begin(), x.end());
+        return (x[x.size() / 2 - 1] + x[x.size() / 2]) / 2;
+      };
+      std::printf("THREADS n=%d direct_ns=%.1f via_dlsym_ns=%.1f added_ns=%+.1f rounds=6\n", t, median(d), median(v),
+                  median(diff));
+      std::fflush(stdout);
+    }
+    return 0;
+  }
   if (probing) {
     const std::vector<std::pair<int, std::size_t>> fa4_maps = {{1, 0}, {2, 0}, {3, 0}, {5, 0}, {6, 0}, {7, 0}};
     // other builds of tmaguard, measured beside the preloaded one

@@ -988,6 +988,38 @@ def launch_probe():
                f"; driver launch {driver:.0f} ns" + over)
 
 
+def launch_threads():
+    """Informational: 1, 8 and 64 threads launching the FA4 kernel at once, each on a stream of its own, through the
+    driver's own function and through tmaguard's wrapper in the same process (launch_bench threads); the process's
+    wall time per launch and what the wrapper adds, for this build, --baseline-lib, and no preload (the method's noise
+    floor), the processes interleaved."""
+    exe = os.path.join(ARGS.build, "gpu", "launch_bench")
+    pat = re.compile(r"THREADS n=(\d+) direct_ns=([\d.]+) via_dlsym_ns=([\d.]+) added_ns=([-+\d.]+)")
+    who = [("this build", True, None), ("no preload", False, None)]
+    if ARGS.baseline_lib:
+        who.insert(1, ("baseline", True, ARGS.baseline_lib))
+    got = {}
+    for rep in range(ARGS.repeats):
+        for name, guarded, lib in (who if rep % 2 == 0 else list(reversed(who))):
+            p, _, _ = run([exe, "threads"], guarded=guarded, mode="abort", lib=lib)
+            if p.returncode != 0:
+                record("launch threads (informational)", f"{name}, process {rep}", False,
+                       f"exit={p.returncode} stderr={p.stderr[-400:]!r}")
+                return
+            for m in pat.finditer(p.stdout):
+                got.setdefault((name, int(m.group(1))), []).append(tuple(float(x) for x in m.groups()[1:]))
+    for n in (1, 8, 64):
+        parts = []
+        for name, _, _ in who:
+            v = got.get((name, n), [])
+            if v:
+                parts.append(f"{name} {statistics.median(x[2] for x in v):+.1f} "
+                             f"(driver {statistics.median(x[0] for x in v):.0f} ns)")
+        record("launch threads (informational)", f"{n} thread(s)", bool(parts),
+               f"added ns per launch, wall time of the process, median of {ARGS.repeats} processes: " +
+               "; ".join(parts))
+
+
 def ranks():
     """Multi-rank jobs under torchrun (two ranks sharing the one GPU, no collectives), preloaded the documented way
     (scripts/tmaguard ... -- torchrun ...), with the fleet's paths: one log per rank named by host, rank and pid, one
@@ -1161,9 +1193,9 @@ def main():
         print(f"{k}: {v}")
     sections = {"fa4": fa4_matrix, "fa4_family": fa4_family, "callsite": callsite, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm, "cudnn": cudnn_sdpa,
                 "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
-                "tensors": declared_tensors, "overhead": overhead, "probe": launch_probe,
+                "tensors": declared_tensors, "overhead": overhead, "probe": launch_probe, "threads": launch_threads,
                 "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}
-    optional = {"e2e_control", "installed", "probe"}
+    optional = {"e2e_control", "installed", "probe", "threads"}
     for name, fn in sections.items():
         if (ARGS.only and name not in ARGS.only.split(",")) or (not ARGS.only and name in optional):
             continue
