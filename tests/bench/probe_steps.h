@@ -56,7 +56,9 @@ struct Case {
 // reads to see a map appear where there was none; the same as touch_maps for maps in whole parameters);
 // touch_line0: the first 64 bytes of each map alone (whether a read costs per line or per map); prefetch_compare:
 // a prefetch of every line compare_128 reads (maps and copy), then compare_128; prefetch_struct: a prefetch of every
-// line touch_struct reads, then touch_struct (whether issuing every miss first, before any load waits, is cheaper).
+// line touch_struct reads, then touch_struct (whether issuing every miss first, before any load waits, is cheaper);
+// touch_line1: the second 64 bytes of each map alone; touch_maps_vec: the launch's map bytes read 16 bytes at a time
+// and OR-ed as a tree (touch_maps's reads without its chain of 16 dependent XORs per map: what the reads cost alone).
 enum Step {
   kDirect,
   kVia,
@@ -70,11 +72,14 @@ enum Step {
   kTouchLine0,
   kPrefetchCmp,
   kPrefetchStruct,
+  kTouchLine1,
+  kTouchVec,
   kSteps
 };
 inline const char* const kStepNames[kSteps] = {"direct",      "via_tmaguard", "touch_maps",   "copy_lines_only",
                                                "compare_128", "compare_80",   "hash",         "hash_8keys",
-                                               "touch_struct", "touch_line0", "prefetch_compare", "prefetch_struct"};
+                                               "touch_struct", "touch_line0", "prefetch_compare", "prefetch_struct",
+                                               "touch_line1",  "touch_maps_vec"};
 
 constexpr int kMaxLayers = 16, kMaxMaps = 9;
 struct Copies {
@@ -149,6 +154,24 @@ __attribute__((noinline)) inline bool step(Step s, const Case& c, void** a, int 
       uint64_t x = 0;
       for (const auto& m : c.maps) x ^= xor_words(map_at(a, m), 64);
       g_sink = x;
+      return true;
+    }
+    case kTouchLine1: {
+      uint64_t x = 0;
+      for (const auto& m : c.maps) x ^= xor_words(map_at(a, m) + 64, 64);
+      g_sink = x;
+      return true;
+    }
+    case kTouchVec: {
+      typedef uint64_t v2 __attribute__((vector_size(16)));
+      v2 d = {0, 0};
+      for (const auto& m : c.maps) {
+        const uint8_t* p = map_at(a, m);
+        v2 w[8];
+        __builtin_memcpy(w, p, 128);
+        d |= ((w[0] | w[1]) | (w[2] | w[3])) | ((w[4] | w[5]) | (w[6] | w[7]));
+      }
+      g_sink = d[0] | d[1];
       return true;
     }
     case kPrefetchCmp:
