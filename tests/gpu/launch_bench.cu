@@ -24,13 +24,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <atomic>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -162,8 +162,9 @@ int main(int argc, char** argv) {
     std::memcpy(layer_args[l], a, sizeof a);
   }
   // The FA4 kernel whose maps move before each launch: the same layouts, every tensor 256 bytes further on inside a
-  // 128 MiB region of its own (522,000 places: more than one process moves them, so no launch's addresses repeat and
-  // none can be known by a key from an earlier launch); the maps' bytes are new on every launch, their layouts never.
+  // 128 MiB region of its own (522,240 places, more than the ~410,000 moves of a default run, so no launch's addresses
+  // repeat and none is known by a key from an earlier launch); the maps' bytes are new on every launch, their layouts
+  // never.
   constexpr unsigned long long kRegion = 128ull << 20, kStep = 256, kTensor = 512ull << 10;  // a tensor: 512 KiB
   void* moving_buf;
   if (cudaMalloc(&moving_buf, 6 * kRegion) != cudaSuccess) {
