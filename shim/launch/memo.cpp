@@ -48,7 +48,7 @@ void release_thread() {
 
 // Fills entry `e` (made empty for kernel `info`) with where the kernel's maps sit: up to fourteen whole-parameter
 // places with an index below 256, or up to seven places inside parameters as (index, offset / 64) pairs, and watched
-// places that all lie in one parameter below offset 4096 as a mask; anything else is read from the KernelInfo (a
+// places that all lie in one parameter below offset 4096 as a list of their words' offsets (the thread's WatchList); anything else is read from the KernelInfo (a
 // kernel with places only rules name).
 void fill(MemoEntry& e, const KernelInfo& info) {
   const std::vector<MapPlace>& m = info.maps;
@@ -57,9 +57,9 @@ void fill(MemoEntry& e, const KernelInfo& info) {
     e.at = MapsAt::kAuditing;  // the device audit wants this launch: the full check
     return;
   }
-  const bool watch_fits = w.empty() || std::all_of(w.begin(), w.end(), [&](const MapPlace& s) {
+  const bool watch_fits = w.empty() || (w.size() <= kMaxWatched && std::all_of(w.begin(), w.end(), [&](const MapPlace& s) {
     return s.param == w.front().param && s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 64;
-  });
+  }));
   const bool named = std::any_of(info.named_only.begin(), info.named_only.end(), [](bool b) { return b; });
   if (info.search_pending || !watch_fits || named) {
     e.at = MapsAt::kKernelInfo;
@@ -86,7 +86,11 @@ void fill(MemoEntry& e, const KernelInfo& info) {
     e.at = MapsAt::kKernelInfo;
     return;
   }
-  for (const MapPlace& s : w) e.watch_mask |= uint64_t{1} << (s.offset / 64);
+  WatchList& list = t_memo.watched[&e - t_memo.entries];
+  std::size_t n = 0;
+  for (const MapPlace& s : w) list.word13[n++] = static_cast<uint16_t>(s.offset + kWord13Offset);
+  for (std::size_t i = n; i % 4 && i < kMaxWatched; ++i) list.word13[i] = list.word13[0];  // padding: read twice
+  e.watch_count = static_cast<uint8_t>(n);
   e.watch_param = w.empty() ? 0 : static_cast<uint8_t>(w.front().param);
 }
 

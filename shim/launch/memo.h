@@ -3,7 +3,8 @@
 // outside memo.{h,cpp} writes them.
 //
 //   per thread, per kernel   a MemoEntry (one cache line, 16 per thread): where the kernel's maps sit in a launch,
-//                            its watched places, and the key of its last clean launch on this thread
+//                            and the key of its last clean launch on this thread; beside it a WatchList (two
+//                            lines): where its watched places sit
 //   per thread, per entry    a CleanBlock: the bytes of that clean launch's maps (the compare) and up to 64 clean keys
 //                            (the kernel on each layer's own tensors)
 //   per process              the keys of clean launches any thread found (set-associative), and the content hashes
@@ -53,14 +54,13 @@ struct alignas(64) MemoEntry {
   const KernelInfo* info;  // nullptr: empty entry
   uint64_t clean_key;      // the last launch key found clean for this kernel on this thread (0: none); while not 0 in
                            // an entry with 1..kCopiedMaps maps, the entry's CleanBlock holds that launch's map bytes
-  uint64_t watch_mask;     // the kernel's watched places, all in parameter `watch_param`: bit i is the place at
-                           // offset 64 * i (0: none)
   uint64_t identity;       // what the entry's launch keys start from: kernel_identity(info), with the thread's
                            // declared tensors folded in (declared.h), kept here so that a keyed repeat reads no line
                            // of the KernelInfo
   MapsAt at;
   uint8_t count;
-  uint8_t watch_param;
+  uint8_t watch_param;     // the parameter that holds every watched place of the kernel
+  uint8_t watch_count;     // how many watched places (0: none); where their words 13 sit: the thread's watch list
   uint8_t idx[14];
 };
 static_assert(sizeof(MemoEntry) == 64);
@@ -79,10 +79,20 @@ struct alignas(64) CleanBlock {
   uint8_t maps[kCopiedMaps * kTensorMapBytes];  // valid while the entry's clean_key is not 0
 };
 
-//! One thread's memo: its entries, and their blocks (allocated on the thread's first clean launch with maps; nullptr:
+//! The most watched places an entry holds: every 64-byte place of a parameter's first 4 KiB.
+inline constexpr std::size_t kMaxWatched = 64;
+//! Where an entry's watched places keep their words 13: byte offsets into parameter `watch_param`, in place order,
+//! padded to a multiple of 4 with the first (reading a place twice changes nothing), so that the repeats read them
+//! four at a time with no remainder: two instructions a place.
+struct alignas(64) WatchList {
+  uint16_t word13[kMaxWatched];
+};
+
+//! One thread's memo: its entries, their watch lists, and their blocks (allocated on the thread's first clean launch with maps; nullptr:
 //! none yet, or no memory; freed when the thread exits).
 struct alignas(64) MemoThread {
   MemoEntry entries[kMemoEntries];
+  WatchList watched[kMemoEntries];
   CleanBlock* blocks;
 };
 // initial-exec: the library is preloaded, so its TLS is static and a launch pays no __tls_get_addr call.
@@ -227,17 +237,25 @@ __attribute__((noinline, cold)) bool pass_by_shared_key(MemoEntry& e, std::size_
   return true;
 }
 
+// The maps' bytes against `copy`, one compare (Wide: AVX2) for every map: what a repeat runs per map is the
+// compare alone, with no choice of compare or of place kind inside the loop.
+template <bool Wide, typename MapBytes>
+__attribute__((always_inline)) inline bool copy_equal_as(const uint8_t* copy, std::size_t n, const MapBytes& slot) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint8_t* b = slot(i);
+    if (!b) return false;
+    if (!(Wide ? same_map_bytes_avx2(b, copy + kTensorMapBytes * i) : same_map_bytes_sse2(b, copy + kTensorMapBytes * i)))
+      return false;
+  }
+  return true;
+}
+
 // The maps' bytes against the entry's copy of a clean launch of its kernel.
 template <typename MapBytes>
 __attribute__((always_inline)) inline bool copy_equal(const MemoEntry& e, std::size_t n, const MapBytes& slot) {
   if (!e.clean_key || n > kCopiedMaps || !t_memo.blocks) return false;
   const uint8_t* copy = t_memo.blocks[&e - t_memo.entries].maps;
-  const bool wide = t_launch_thread.wide_compare;
-  for (std::size_t i = 0; i < n; ++i) {
-    const uint8_t* b = slot(i);
-    if (!b || !same_map_bytes(b, copy + kTensorMapBytes * i, wide)) return false;
-  }
-  return true;
+  return t_launch_thread.wide_compare ? copy_equal_as<true>(copy, n, slot) : copy_equal_as<false>(copy, n, slot);
 }
 
 // The maps' launch key among the entry's clean keys on this thread (the kernel on another layer's tensors, or a
@@ -263,29 +281,49 @@ struct EntrySlots {
     return args.param(e.idx[2 * i], 64 * std::size_t{e.idx[2 * i + 1]});
   }
 };
+// The same for an entry known to be kParams (ParamSlots) or kPairs (PairSlots): the compare's loop, chosen once.
+struct ParamSlots {
+  const MemoEntry& e;
+  void* const* kernel_params;
+  __attribute__((always_inline)) const uint8_t* operator()(std::size_t i) const {
+    return LaunchArgs::of_params(kernel_params).param(e.idx[i]);
+  }
+};
+struct PairSlots {
+  const MemoEntry& e;
+  void* const* kernel_params;
+  __attribute__((always_inline)) const uint8_t* operator()(std::size_t i) const {
+    return LaunchArgs::of_params(kernel_params).param(e.idx[2 * i], 64 * std::size_t{e.idx[2 * i + 1]});
+  }
+};
 
 // A watched place's word 13 no longer 0 (watched_clean): whether every such place still cannot hold a map (other
 // data there now). Cold: a watched place that changes is rare.
-__attribute__((noinline, cold)) inline bool watched_clean_slow(uint64_t mask, const uint8_t* p) {
-  for (uint64_t m = mask; m; m &= m - 1)
-    if (watched_place_may_hold_map(p + 64 * static_cast<std::size_t>(__builtin_ctzll(m)))) return false;
+__attribute__((noinline, cold)) inline bool watched_clean_slow(const WatchList& w, std::size_t n, const uint8_t* p) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (watched_place_may_hold_map(p + w.word13[i] - kWord13Offset)) return false;
   return true;
 }
 
 // Whether every watched place of the entry still holds no map. The parameter's address is read once: a large
 // struct has dozens of watched places, and reading kernelParams again for each would add a load and a test per
-// place to every repeated launch of it. Their words 13 are OR-ed without a branch per place: all still 0 is the
-// answer for the repeats; a place whose word 13 changed takes the full question (watched_clean_slow).
+// place to every repeated launch of it. Their words 13 are OR-ed four places a step, from the list of their offsets
+// (an offset's load and an OR from memory per place: on a host with the driver's work between launches what a
+// repeat costs is mostly how many instructions it runs), without a branch per place: all still 0 is the answer for
+// the repeats; a place whose word 13 changed takes the full question (watched_clean_slow).
 __attribute__((always_inline)) inline bool watched_clean(const MemoEntry& e, const LaunchView& v) {
   const uint8_t* p = v.param(e.watch_param);
   if (!p) return false;  // not readable: the full check looks (watched_place_may_hold_map(nullptr))
+  const WatchList& w = t_memo.watched[&e - t_memo.entries];
+  const auto word13 = [p](uint16_t at) {
+    uint32_t v;
+    __builtin_memcpy(&v, p + at, 4);
+    return v;
+  };
   uint32_t any = 0;
-  for (uint64_t m = e.watch_mask; m; m &= m - 1) {
-    uint32_t w13;
-    __builtin_memcpy(&w13, p + 64 * static_cast<std::size_t>(__builtin_ctzll(m)) + kWord13Offset, 4);
-    any |= w13;
-  }
-  return __builtin_expect(any == 0, 1) || watched_clean_slow(e.watch_mask, p);
+  for (const uint16_t *at = w.word13, *end = at + ((e.watch_count + 3u) & ~3u); at != end; at += 4)
+    any |= word13(at[0]) | word13(at[1]) | word13(at[2]) | word13(at[3]);
+  return __builtin_expect(any == 0, 1) || watched_clean_slow(w, e.watch_count, p);
 }
 
 }  // namespace memo_detail
@@ -302,10 +340,11 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
     return true;
   }
   if (e.at >= MapsAt::kKernelInfo || !v.kernel_params) return false;  // the rest, or the full check
-  if (e.watch_mask && !watched_clean(e, v)) return false;             // the full check searches again
+  if (e.watch_count && !watched_clean(e, v)) return false;            // the full check searches again
   if (e.count) {                                                      // 0: watched places alone
-    const EntrySlots slots{e, v.kernel_params};
-    if (!copy_equal(e, e.count, slots) && !pass_by_entry_key(e, e.count, slots)) return false;
+    const bool same = e.at == MapsAt::kParams ? copy_equal(e, e.count, ParamSlots{e, v.kernel_params})
+                                              : copy_equal(e, e.count, PairSlots{e, v.kernel_params});
+    if (!same && !pass_by_entry_key(e, e.count, EntrySlots{e, v.kernel_params})) return false;
   }
   bump(t_launch_thread.launches_seen);
   if (e.count) bump(t_launch_thread.launches_checked);
@@ -322,7 +361,7 @@ __attribute__((always_inline)) inline bool slow_pass(const LaunchView& v) {
   MemoEntry& e = slot(v.f);
   if (e.f != v.f || !e.info || !v.kernel_params || e.at == MapsAt::kAuditing) return false;
   if (e.at != MapsAt::kKernelInfo) {
-    if (e.at == MapsAt::kNowhere || e.count == 0 || (e.watch_mask && !watched_clean(e, v))) return false;
+    if (e.at == MapsAt::kNowhere || e.count == 0 || (e.watch_count && !watched_clean(e, v))) return false;
     return pass_by_shared_key(e, e.count, EntrySlots{e, v.kernel_params});
   }
   // Every place of a KernelInfo lies inside its parameter (checked when it was found), so with kernelParams the

@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
 #include <thread>
 
 #include "fakecuda.h"
+#include "base/counters.h"
+#include "core/struct_search.h"
 #include "launch/memo.h"
 #include "tmaguard/tensormap.h"
 
@@ -75,6 +78,63 @@ TEST(Memo, AKeyRememberedSharedIsKnownOnEveryThreadOneKeptLocalOnlyOnItsOwn) {
   }).join();
   EXPECT_TRUE(shared_there) << "a key the full check judged clean is not known to another thread";
   EXPECT_FALSE(local_there) << "a thread's own key leaked to another thread";
+}
+
+// A struct kernel's watched places (its empty 64-byte places): a repeat passes while every one still holds no map,
+// and a map's word 13 appearing in any one of them (the last of the list too, which is read four places a step and
+// padded) sends the launch on to the full check. `bytes`: the struct's size; `map`: whether a map sits at offset 128.
+void expect_every_watched_place_seen(const char* name, std::size_t bytes, bool map, std::size_t watched) {
+  SCOPED_TRACE(name);
+  const CUfunction f = define(name, {bytes});
+  alignas(128) static uint8_t params[4160];
+  std::memset(params, 0, sizeof params);
+  if (map) {
+    EncodeArgs a;
+    a.dtype = 6;  // float16
+    a.rank = 2;
+    a.address = 0x7f0000000000;
+    a.dims = {64, 64};
+    a.strides = {128};
+    a.box = {64, 64};
+    a.element_strides = {1, 1};
+    ASSERT_EQ(encode(a, params + 128), 0);
+  }
+  void* kernel_params[] = {params};
+  const LaunchArgs args = LaunchArgs::of_params(kernel_params);
+  // The device audit's launches are not what this test is about: the kernel is done with them.
+  kernel_info(f, &args)->audit.launches_left.store(0, std::memory_order_relaxed);
+  audit_done(entry(f, &args));
+  MemoEntry& e = entry(f, &args);
+  ASSERT_EQ(e.at, MapsAt::kPairs);
+  ASSERT_EQ(e.count, map ? 1u : 0u);
+  ASSERT_EQ(e.watch_count, watched);
+  if (map) {
+    register_thread();  // as the full check does: a registered thread keeps copies of clean launches
+    const auto slot = [&](std::size_t) { return static_cast<const uint8_t*>(params + 128); };
+    uint64_t key = 0;
+    ASSERT_TRUE(launch_key(e.identity, g_hash_key, 1, slot, &key));
+    remember(e, key, slot, false);
+  }
+  LaunchView v;
+  v.f = f;
+  v.kernel_params = kernel_params;
+  ASSERT_TRUE(fast_pass(v)) << "a repeat of a clean launch did not pass";
+  std::size_t looked = 0;
+  for (std::size_t k = 0; 64 * k + kTensorMapBytes <= bytes; ++k) {
+    if (map && k >= 1 && k <= 3) continue;  // places that overlap the map are not watched
+    ++looked;
+    uint8_t& top = params[64 * k + kWord13Offset + 3];
+    top = 0x3f;  // word 13 as a map has it: boxDim[0] - 1 in its top byte
+    EXPECT_FALSE(fast_pass(v)) << "a map's word 13 in watched place " << k << " went unseen";
+    top = 0;
+    EXPECT_TRUE(fast_pass(v)) << "place " << k << " emptied again, and the repeat did not pass";
+  }
+  EXPECT_EQ(looked, watched);
+}
+
+TEST(Memo, EveryWatchedPlaceIsLookedAtOnEveryRepeat) {
+  expect_every_watched_place_seen("memo_kernel_watched_15", 1216, true, 15);  // 15: not a multiple of four
+  expect_every_watched_place_seen("memo_kernel_watched_64", 4160, false, kMaxWatched);
 }
 
 TEST(Memo, AMapThatPassedIsKnownOnlyUnderTheEvidenceItWasReadWith) {
