@@ -31,16 +31,28 @@ SharedSet g_shared[kSharedSets];
 constexpr std::size_t kMapHashes = 1 << 13;
 std::atomic<uint64_t> g_map_hashes[kMapHashes];
 
-// Forgets the clean keys of entry `e` (nullptr: of every entry), when it is given to another kernel.
-void forget_keys(const MemoEntry* e) {
-  if (!t_memo.blocks) return;
-  if (e) std::memset(t_memo.blocks[e - t_memo.entries].keys, 0, sizeof(CleanBlock::keys));
-  else
-    for (std::size_t i = 0; i < kMemoEntries; ++i) std::memset(t_memo.blocks[i].keys, 0, sizeof(CleanBlock::keys));
+// Block `b`'s ring goes (its copies were clean for the kernel the entry held).
+void drop_ring(CleanBlock& b) {
+  if (!b.ring) return;
+  t_memo.ring_bytes -= b.ring->bytes;
+  std::free(b.ring);
+  b.ring = nullptr;
 }
 
-// A thread is exiting (counters.h): its blocks go, and with them every entry's copy.
+// Forgets the clean keys and the ring of entry `e` (nullptr: of every entry), when it is given to another kernel.
+void forget_keys(const MemoEntry* e) {
+  if (!t_memo.blocks) return;
+  for (std::size_t i = 0; i < kMemoEntries; ++i) {
+    if (e && t_memo.entries + i != e) continue;
+    std::memset(t_memo.blocks[i].keys, 0, sizeof(CleanBlock::keys));
+    drop_ring(t_memo.blocks[i]);
+  }
+}
+
+// A thread is exiting (counters.h): its blocks go, and with them every entry's copy and ring.
 void release_thread() {
+  if (t_memo.blocks)
+    for (std::size_t i = 0; i < kMemoEntries; ++i) drop_ring(t_memo.blocks[i]);
   std::free(t_memo.blocks);
   t_memo.blocks = nullptr;
   for (MemoEntry& e : t_memo.entries) e.clean_key = 0;
@@ -175,6 +187,53 @@ CleanBlock* block_of(const MemoEntry& e, bool allocate) {
     t_memo.blocks = static_cast<CleanBlock*>(p);
   }
   return t_memo.blocks + (&e - t_memo.entries);
+}
+
+LayerRing* ring_with_room(CleanBlock& b, std::size_t stride) {
+  LayerRing* r = b.ring;
+  if (r && r->stride != stride) return nullptr;  // another kernel's (an entry given to another drops its ring)
+  if (r && (r->size < r->capacity || r->capacity == kRingCopies)) return r;
+  const std::size_t capacity = r ? 2 * std::size_t{r->capacity} : 8;
+  const std::size_t bytes = sizeof(LayerRing) + capacity * stride;
+  if (t_memo.ring_bytes - (r ? r->bytes : 0) + bytes > kRingBytesPerThread) return r;
+  void* p = std::aligned_alloc(alignof(LayerRing), (bytes + 63) / 64 * 64);
+  if (!p) return r;
+  auto* grown = static_cast<LayerRing*>(p);
+  std::memset(static_cast<void*>(grown), 0, sizeof(LayerRing));
+  grown->bytes = bytes;
+  grown->stride = static_cast<uint32_t>(stride);
+  grown->capacity = static_cast<uint8_t>(capacity);
+  if (r) {
+    std::memcpy(grown->key, r->key, sizeof r->key);
+    std::memcpy(grown->copy(0), r->copy(0), std::size_t{r->size} * stride);
+    grown->size = r->size;
+    grown->next = r->next;
+    grown->last = r->last;
+    grown->step = r->step;
+  }
+  drop_ring(b);
+  t_memo.ring_bytes += bytes;
+  b.ring = grown;
+  return grown;
+}
+
+bool ring_pass(MemoEntry& e, void* const* kernel_params) {
+  if (!t_memo.blocks) return false;
+  LayerRing* r = t_memo.blocks[&e - t_memo.entries].ring;
+  if (!r || r->size == 0 || r->stride != e.count * kTensorMapBytes) return false;
+  const EntrySlots slots{e, kernel_params};
+  const bool wide = t_launch_thread.wide_compare;
+  uint8_t at = r->next;
+  for (int tries = 0; tries < 2; ++tries, at = r->after(at)) {
+    const uint8_t* copy = r->copy(at);
+    if (wide ? copy_equal_as<true>(copy, e.count, slots) : copy_equal_as<false>(copy, e.count, slots)) {
+      r->last = at;
+      r->next = r->after(at);
+      if (e.clean_key) e.clean_key = r->key[at];  // 0: the entry has no valid copy, and must not seem to
+      return true;
+    }
+  }
+  return false;
 }
 
 bool shared_key_known(uint64_t key) {

@@ -6,14 +6,16 @@
 //                            and the key of its last clean launch on this thread; beside it a WatchList (two
 //                            lines): where its watched places sit
 //   per thread, per entry    a CleanBlock: the bytes of that clean launch's maps (the compare) and up to 64 clean keys
-//                            (the kernel on each layer's own tensors)
+//                            (the kernel on each layer's own tensors); for a kernel launched per layer, a LayerRing:
+//                            copies of each layer's clean maps in launch order (the next layer's compare)
 //   per process              the keys of clean launches any thread found (set-associative), and the content hashes
 //                            of maps that passed the generic checks
 //
 // A launch asks in this order, each step only when the one before could not tell:
 //
 //   fast_pass()     inline in the exported wrapper, before TG_ENTER: a known kernel without maps, or one whose maps
-//                   equal the entry's copy, or whose key is one of the entry's clean keys --> the driver
+//                   equal the entry's copy or its ring's next copy (out of line), or whose key is one of the entry's
+//                   clean keys --> the driver
 //   slow_pass()   out of line, still before TG_ENTER: the launch key among the process's clean keys, or a kernel
 //                   whose map places live in its KernelInfo --> the driver
 //   the full check  (launch_check.h) entry() --> judge --> remember() / remember_map()
@@ -73,10 +75,36 @@ inline constexpr std::size_t kCopiedMaps = 9;
 //! on each layer's tensors (a training step) is known by its key in one line of the thread's own, up to 64 layers.
 inline constexpr std::size_t kKeySets = 8, kKeyWays = 8;
 
+//! A kernel launched once per layer, each layer on its own tensors (a training step): copies of its clean launches'
+//! maps in the order they first came, so that a repeat whose bytes are not the entry's copy is compared with the copy
+//! after the last one that matched (the next layer; the one before, while the layers come in reverse order, as a
+//! recomputed forward pass in a backward pass has them) instead of being hashed. Made on the first repeat known by a key
+//! other than the entry's last; grows by doubling from 8 copies to kRingCopies; a full ring keeps the layers it has
+//! (the others are known by their keys); a thread's rings hold at most kRingBytesPerThread between them. Every copy
+//! is the bytes of a launch known clean for the entry's kernel, as the entry's own copy is.
+inline constexpr std::size_t kRingCopies = 64;
+inline constexpr std::size_t kRingBytesPerThread = std::size_t{512} << 10;
+struct alignas(64) LayerRing {
+  uint64_t key[kRingCopies];  // each copy's launch key
+  std::size_t bytes;          // what the ring holds in memory, itself included
+  uint32_t stride;            // bytes per copy: 128 per map
+  uint8_t capacity, size;
+  uint8_t next;               // the copy the next launch is compared with (below size)
+  uint8_t last;               // the copy the last launch matched (by bytes or by key)
+  int8_t step;                // +1: the layers come in the order they were first seen; -1: in reverse
+  uint8_t* copy(std::size_t i) { return reinterpret_cast<uint8_t*>(this + 1) + std::size_t{stride} * i; }
+  //! The copy after copy i, in the order the layers now come.
+  uint8_t after(std::size_t i) const {
+    if (step > 0) return static_cast<uint8_t>(i + 1 == size ? 0 : i + 1);
+    return static_cast<uint8_t>(i == 0 ? size - 1 : i - 1);
+  }
+};
+
 //! What an entry keeps of its kernel's clean launches on this thread.
 struct alignas(64) CleanBlock {
   uint64_t keys[kKeySets][kKeyWays];           // 0: none
   uint8_t maps[kCopiedMaps * kTensorMapBytes];  // valid while the entry's clean_key is not 0
+  LayerRing* ring;                              // nullptr: none (yet)
 };
 
 //! The most watched places an entry holds: every 64-byte place of a parameter's first 4 KiB.
@@ -94,6 +122,7 @@ struct alignas(64) MemoThread {
   MemoEntry entries[kMemoEntries];
   WatchList watched[kMemoEntries];
   CleanBlock* blocks;
+  std::size_t ring_bytes;  // what this thread's rings hold
 };
 // initial-exec: the library is preloaded, so its TLS is static and a launch pays no __tls_get_addr call.
 extern thread_local MemoThread t_memo __attribute__((tls_model("initial-exec")));
@@ -138,6 +167,14 @@ bool slow_pass(const LaunchView& v);
 namespace memo_detail {
 
 CleanBlock* block_of(const MemoEntry& e, bool allocate);
+//! Block `b`'s ring with room for one more copy of `stride` bytes: made or grown (within the thread's budget), or as
+//! it is when full; nullptr when there is none and none can be made.
+LayerRing* ring_with_room(CleanBlock& b, std::size_t stride);
+//! A repeat of a ringed kernel whose maps equal the ring's next copy, or the one after it (a layer between them
+//! passed by the entry's copy): the ring moves on, and the copy's key becomes the entry's last clean key (so that a
+//! kernel that settles on one layer is seen to, and gets its copy). Out of line: a kernel launched on one set of
+//! tensors never comes here.
+bool ring_pass(MemoEntry& e, void* const* kernel_params);
 void insert_shared_key(uint64_t key);
 bool shared_key_known(uint64_t key);
 
@@ -212,12 +249,45 @@ __attribute__((noinline, cold)) void renew_copy(MemoEntry& e, uint64_t key, cons
   const InsideTmaguard inside;
   remember_local(e, key, slot);
 }
+// A clean launch known by a key other than the entry's last (the kernel runs on several sets of tensors): where the
+// key is one of the entry's ring, the ring expects the layer after this one next; else the launch's bytes join it.
+template <typename MapBytes>
+__attribute__((noinline, cold)) void ring_learn(const MemoEntry& e, uint64_t key, std::size_t n, const MapBytes& slot) {
+  if (n == 0 || n != e.count || (e.at != MapsAt::kParams && e.at != MapsAt::kPairs)) return;
+  const InsideTmaguard inside;
+  CleanBlock* b = block_of(e, false);
+  LayerRing* r = b ? b->ring : nullptr;
+  if (r && r->stride == n * kTensorMapBytes) {
+    for (std::size_t i = 0; i < r->size; ++i)
+      if (r->key[i] == key) {
+        if (i != r->last) r->step = (i + 1) % r->size == r->last ? -1 : 1;  // the layer before the last: reverse
+        r->last = static_cast<uint8_t>(i);
+        r->next = r->after(i);
+        return;
+      }
+  }
+  if (!b || !(r = ring_with_room(*b, n * kTensorMapBytes)) || r->size == r->capacity) return;
+  const std::size_t at = r->size;
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint8_t* m = slot(i);
+    if (!m) return;  // not counted in size: the copy is never compared
+    __builtin_memcpy(r->copy(at) + kTensorMapBytes * i, m, kTensorMapBytes);
+  }
+  r->key[at] = key;
+  r->size = static_cast<uint8_t>(at + 1);
+  r->last = static_cast<uint8_t>(at);
+  r->step = 1;
+  r->next = 0;  // the layer after the newest is the oldest, until the order shows otherwise
+}
+
 template <typename MapBytes>
 __attribute__((always_inline)) inline void note_clean_again(MemoEntry& e, uint64_t key, std::size_t n, const MapBytes& slot) {
-  if (e.clean_key && key != e.clean_key)
+  if (e.clean_key && key != e.clean_key) {
     e.clean_key = key;  // the copy stays valid: any clean bytes of the kernel serve for the compare
-  else if (key != e.clean_key || n <= kCopiedMaps)  // no copy yet, or one a repeat of this key can renew
+    ring_learn(e, key, n, slot);
+  } else if (key != e.clean_key || n <= kCopiedMaps) {  // no copy yet, or one a repeat of this key can renew
     renew_copy(e, key, slot);
+  }
 }
 
 // The maps' key (`slot(i)`: map i's 128 bytes, nullptr: not available) against the entry's last clean key and the
@@ -328,8 +398,9 @@ __attribute__((always_inline)) inline bool watched_clean(const MemoEntry& e, con
 
 }  // namespace memo_detail
 
-// Changes nothing but this thread's counters and entry, and calls nothing but renew_copy: one piece of straight-line
-// code in the wrapper. A repeat with maps touches no code line but the wrapper's own.
+// Changes nothing but this thread's counters, entry and ring, and calls nothing but ring_pass (a repeat that is not
+// the entry's copy), ring_learn and renew_copy: one piece of straight-line code in the wrapper. A repeat of the
+// entry's copy touches no code line but the wrapper's own.
 __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
   using namespace memo_detail;
   if (__builtin_expect(!usable(), 0)) return false;
@@ -344,7 +415,8 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
   if (e.count) {                                                      // 0: watched places alone
     const bool same = e.at == MapsAt::kParams ? copy_equal(e, e.count, ParamSlots{e, v.kernel_params})
                                               : copy_equal(e, e.count, PairSlots{e, v.kernel_params});
-    if (!same && !pass_by_entry_key(e, e.count, EntrySlots{e, v.kernel_params})) return false;
+    if (!same && !ring_pass(e, v.kernel_params) && !pass_by_entry_key(e, e.count, EntrySlots{e, v.kernel_params}))
+      return false;
   }
   bump(t_launch_thread.launches_seen);
   if (e.count) bump(t_launch_thread.launches_checked);

@@ -7,7 +7,10 @@
 //   memo_hit_threads  memo_hit on 1, 8 and 64 threads at once, each with its own memo (no driver call, so no
 //                 driver's shared state): items_per_second over all threads, the process's cost per launch
 //   launch_key    the keyed hash of the six maps (what a repeat pays when its bytes differ from the copy)
-//   key_hit       fast_pass of a launch known by its key (the kernel on another layer's tensors)
+//   ring_hit      fast_pass of the kernel on two layers' tensors in turn: each launch's bytes differ from the copy
+//                 (the other layer's) and equal the ring's next copy (memo.h, LayerRing)
+//   key_hit       the same two launches known by their keys (what a repeat pays when neither the copy nor the
+//                 ring's next copy is its bytes)
 //   moved         MovedMaps::clean_at: a clean launch whose maps only moved (new addresses every step)
 //   full_judge    decode of the six maps and judge_launch (a launch never seen: what the moved step spares)
 // Prints numbers; asserts nothing (scripts/bench.sh runs it).
@@ -198,15 +201,29 @@ void launch_key_of_maps(benchmark::State& st) {
 }
 BENCHMARK(launch_key_of_maps)->Name("launch_key");
 
-void key_hit(benchmark::State& st) {
+void ring_hit(benchmark::State& st) {
   Fa4Launch& l = fa4();
   const LaunchView layer = l.view(l.layer_params, l.f), main = l.view(l.params, l.f);
-  // Alternating layers: each launch's bytes differ from the copy (the other layer's), so it is known by its key.
+  // Alternating layers: each launch's bytes differ from the copy (the other layer's); the first two are known by
+  // their keys and make the ring, every later one is the ring's next copy.
   for (auto _ : st) {
     benchmark::DoNotOptimize(fast_pass(layer));
     benchmark::DoNotOptimize(fast_pass(main));
   }
   st.counters["hit"] = fast_pass(layer) && fast_pass(main);
+  st.SetLabel("per pair of launches");
+}
+BENCHMARK(ring_hit);
+
+void key_hit(benchmark::State& st) {
+  Fa4Launch& l = fa4();
+  MemoEntry& e = memo_detail::slot(l.f);
+  const memo_detail::EntrySlots layer{e, l.layer_params}, main{e, l.params};
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(memo_detail::pass_by_entry_key(e, kMaps, layer));
+    benchmark::DoNotOptimize(memo_detail::pass_by_entry_key(e, kMaps, main));
+  }
+  st.counters["hit"] = memo_detail::pass_by_entry_key(e, kMaps, layer) && memo_detail::pass_by_entry_key(e, kMaps, main);
   st.SetLabel("per pair of launches");
 }
 BENCHMARK(key_hit);

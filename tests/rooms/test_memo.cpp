@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "fakecuda.h"
@@ -135,6 +138,128 @@ void expect_every_watched_place_seen(const char* name, std::size_t bytes, bool m
 TEST(Memo, EveryWatchedPlaceIsLookedAtOnEveryRepeat) {
   expect_every_watched_place_seen("memo_kernel_watched_15", 1216, true, 15);  // 15: not a multiple of four
   expect_every_watched_place_seen("memo_kernel_watched_64", 4160, false, kMaxWatched);
+}
+
+// A kernel launched once per layer on each layer's own tensors (a training step): after one round known by their
+// keys, the layers pass by the entry's ring (here with the keys forgotten, so that nothing else could pass them),
+// in their order, past the ring's first 8 copies, and in reverse order once a reverse round was known by its keys;
+// a layer whose map was rewritten in place does not pass; forgetting the entry gives the ring's memory back.
+TEST(Memo, LayersPassByTheRingAndARewrittenLayerDoesNot) {
+  constexpr std::size_t kLayers = 10;
+  const CUfunction f = define("memo_kernel_layers", {128, 128, 8});
+  register_thread();  // as the full check does: a registered thread keeps copies of clean launches
+  alignas(64) static uint8_t maps[kLayers][2][kTensorMapBytes];
+  static void* params[kLayers][3];
+  static uint64_t n = 7;
+  for (std::size_t l = 0; l < kLayers; ++l) {
+    for (std::size_t i = 0; i < 2; ++i) {
+      EncodeArgs a;
+      a.dtype = 6;  // float16
+      a.rank = 2;
+      a.address = 0x7f0000000000 + (l << 24) + (i << 20);
+      a.dims = {64, 64};
+      a.strides = {128};
+      a.box = {64, 64};
+      a.element_strides = {1, 1};
+      ASSERT_EQ(encode(a, maps[l][i]), 0);
+    }
+    params[l][0] = maps[l][0];
+    params[l][1] = maps[l][1];
+    params[l][2] = &n;
+  }
+  const LaunchArgs first = LaunchArgs::of_params(params[0]);
+  kernel_info(f, &first)->audit.launches_left.store(0, std::memory_order_relaxed);
+  audit_done(entry(f, &first));
+  MemoEntry& e = entry(f, &first);
+  ASSERT_EQ(e.at, MapsAt::kParams);
+  ASSERT_EQ(e.count, 2u);
+  const auto launch = [&](std::size_t l) {
+    LaunchView v;
+    v.f = f;
+    v.kernel_params = params[l];
+    return fast_pass(v);
+  };
+  for (std::size_t l = 0; l < kLayers; ++l) {  // each layer judged clean once, as the full check remembers it
+    const auto slot = [&](std::size_t i) { return static_cast<const uint8_t*>(maps[l][i]); };
+    uint64_t key = 0;
+    ASSERT_TRUE(launch_key(e.identity, g_hash_key, 2, slot, &key));
+    remember(e, key, slot, false);
+  }
+  for (std::size_t l = 0; l < kLayers; ++l) EXPECT_TRUE(launch(l)) << "layer " << l << " not known by its key";
+  CleanBlock& block = t_memo.blocks[&e - t_memo.entries];
+  ASSERT_NE(block.ring, nullptr) << "no ring after a round of layers known by their keys";
+  EXPECT_EQ(block.ring->size, kLayers - 1) << "every layer but the last remembered (the entry's own copy)";
+  EXPECT_EQ(block.ring->capacity, 16u) << "the ring did not grow past its first 8 copies";
+  uint64_t keys[kKeySets][kKeyWays] = {};
+  std::memcpy(keys, block.keys, sizeof keys);
+  std::memset(block.keys, 0, sizeof block.keys);  // from here on only the copies can pass a launch
+  for (int round = 0; round < 3; ++round)
+    for (std::size_t l = 0; l < kLayers; ++l)
+      EXPECT_TRUE(launch(l)) << "layer " << l << " of round " << round << " did not pass by the ring";
+  std::memcpy(block.keys, keys, sizeof keys);
+  for (int round = 0; round < 2; ++round)  // the turn: the ring learns the order from the keys
+    for (std::size_t l = kLayers; l-- > 0;) EXPECT_TRUE(launch(l)) << "layer " << l << " in reverse, keys known";
+  std::memset(block.keys, 0, sizeof block.keys);
+  for (std::size_t l = kLayers; l-- > 0;) EXPECT_TRUE(launch(l)) << "layer " << l << " in reverse, by the ring";
+  for (std::size_t l = kLayers; l-- > 5;) EXPECT_TRUE(launch(l)) << "layer " << l;
+  maps[4][1][20] ^= 0x10;  // a stride of layer 4's second map, rewritten in place
+  EXPECT_FALSE(launch(4)) << "layer 4 rewritten in place passed";
+  maps[4][1][20] ^= 0x10;  // as it was: the ring still expects it
+  for (std::size_t l = 5; l-- > 0;) EXPECT_TRUE(launch(l)) << "layer " << l << " after the rewrite was undone";
+  EXPECT_GT(t_memo.ring_bytes, 0u);
+  forget_this_threads_entries();
+  EXPECT_EQ(t_memo.ring_bytes, 0u) << "a forgotten entry's ring kept its memory";
+}
+
+// Rings of many kernels with many maps and layers: what a thread's rings hold stays within kRingBytesPerThread, and
+// every launch still passes (past the budget, by its key).
+TEST(Memo, AThreadsRingsStayWithinTheirBudget) {
+  constexpr std::size_t kMaps = 14, kLayers = 40, kKernels = 8;
+  register_thread();
+  alignas(64) static uint8_t maps[kLayers][kMaps][kTensorMapBytes];
+  static void* params[kLayers][kMaps];
+  for (std::size_t l = 0; l < kLayers; ++l)
+    for (std::size_t i = 0; i < kMaps; ++i) {
+      EncodeArgs a;
+      a.dtype = 6;  // float16
+      a.rank = 2;
+      a.address = 0x7f0000000000 + (l << 24) + (i << 16);
+      a.dims = {64, 64};
+      a.strides = {128};
+      a.box = {64, 64};
+      a.element_strides = {1, 1};
+      ASSERT_EQ(encode(a, maps[l][i]), 0);
+      params[l][i] = maps[l][i];
+    }
+  std::size_t most = 0;
+  for (std::size_t k = 0; k < kKernels; ++k) {
+    const std::vector<std::size_t> sizes(kMaps, kTensorMapBytes);
+    const CUfunction f = define(("memo_kernel_budget_" + std::to_string(k)).c_str(), sizes);
+    const LaunchArgs first = LaunchArgs::of_params(params[0]);
+    kernel_info(f, &first)->audit.launches_left.store(0, std::memory_order_relaxed);
+    audit_done(entry(f, &first));
+    MemoEntry& e = entry(f, &first);
+    ASSERT_EQ(e.count, kMaps);
+    for (std::size_t l = 0; l < kLayers; ++l) {
+      const auto slot = [&](std::size_t i) { return static_cast<const uint8_t*>(maps[l][i]); };
+      uint64_t key = 0;
+      ASSERT_TRUE(launch_key(e.identity, g_hash_key, kMaps, slot, &key));
+      remember(e, key, slot, true);
+    }
+    LaunchView v;
+    v.f = f;
+    for (int round = 0; round < 2; ++round)
+      for (std::size_t l = 0; l < kLayers; ++l) {
+        v.kernel_params = params[l];
+        // a key its set of the entry's no longer holds (40 keys in sets of 8) is the process's
+        EXPECT_TRUE(fast_pass(v) || slow_pass(v)) << "kernel " << k << " layer " << l << " round " << round;
+        most = std::max(most, t_memo.ring_bytes);
+      }
+  }
+  EXPECT_GT(most, kRingBytesPerThread / 2) << "the rings never came near their budget: the test tests nothing";
+  EXPECT_LE(most, kRingBytesPerThread);
+  forget_this_threads_entries();
+  EXPECT_EQ(t_memo.ring_bytes, 0u);
 }
 
 TEST(Memo, AMapThatPassedIsKnownOnlyUnderTheEvidenceItWasReadWith) {
