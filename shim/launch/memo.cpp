@@ -60,8 +60,8 @@ void release_thread() {
 
 // Fills entry `e` (made empty for kernel `info`) with where the kernel's maps sit: up to fourteen whole-parameter
 // places with an index below 256, or up to seven places inside parameters as (index, offset / 64) pairs, and watched
-// places that all lie in one parameter below offset 4096 as a list of their words' offsets (the thread's WatchList); anything else is read from the KernelInfo (a
-// kernel with places only rules name).
+// places that all lie in one parameter below offset 4096 as a list of their words' offsets (the thread's WatchList);
+// anything else is read from the KernelInfo (a kernel with places only rules name).
 void fill(MemoEntry& e, const KernelInfo& info) {
   const std::vector<MapPlace>& m = info.maps;
   const std::vector<MapPlace>& w = info.watch;
@@ -69,9 +69,10 @@ void fill(MemoEntry& e, const KernelInfo& info) {
     e.at = MapsAt::kAuditing;  // the device audit wants this launch: the full check
     return;
   }
-  const bool watch_fits = w.empty() || (w.size() <= kMaxWatched && std::all_of(w.begin(), w.end(), [&](const MapPlace& s) {
+  const auto fits = [&](const MapPlace& s) {
     return s.param == w.front().param && s.param < 256 && s.offset % 64 == 0 && s.offset / 64 < 64;
-  }));
+  };
+  const bool watch_fits = w.empty() || (w.size() <= kMaxWatched && std::all_of(w.begin(), w.end(), fits));
   const bool named = std::any_of(info.named_only.begin(), info.named_only.end(), [](bool b) { return b; });
   if (info.search_pending || !watch_fits || named) {
     e.at = MapsAt::kKernelInfo;

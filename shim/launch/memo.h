@@ -78,10 +78,10 @@ inline constexpr std::size_t kKeySets = 8, kKeyWays = 8;
 //! A kernel launched once per layer, each layer on its own tensors (a training step): copies of its clean launches'
 //! maps in the order they first came, so that a repeat whose bytes are not the entry's copy is compared with the copy
 //! after the last one that matched (the next layer; the one before, while the layers come in reverse order, as a
-//! recomputed forward pass in a backward pass has them) instead of being hashed. Made on the first repeat known by a key
-//! other than the entry's last; grows by doubling from 8 copies to kRingCopies; a full ring keeps the layers it has
-//! (the others are known by their keys); a thread's rings hold at most kRingBytesPerThread between them. Every copy
-//! is the bytes of a launch known clean for the entry's kernel, as the entry's own copy is.
+//! recomputed forward pass in a backward pass has them) instead of being hashed. Made on the first repeat known by a
+//! key other than the entry's last; grows by doubling from 8 copies to kRingCopies; a full ring keeps the layers it
+//! has (the others are known by their keys); a thread's rings hold at most kRingBytesPerThread between them. Every
+//! copy is the bytes of a launch known clean for the entry's kernel, as the entry's own copy is.
 inline constexpr std::size_t kRingCopies = 64;
 inline constexpr std::size_t kRingBytesPerThread = std::size_t{512} << 10;
 struct alignas(64) LayerRing {
@@ -116,8 +116,8 @@ struct alignas(64) WatchList {
   uint16_t word13[kMaxWatched];
 };
 
-//! One thread's memo: its entries, their watch lists, and their blocks (allocated on the thread's first clean launch with maps; nullptr:
-//! none yet, or no memory; freed when the thread exits).
+//! One thread's memo: its entries, their watch lists, and their blocks (allocated on the thread's first clean launch
+//! with maps; nullptr: none yet, or no memory; freed when the thread exits).
 struct alignas(64) MemoThread {
   MemoEntry entries[kMemoEntries];
   WatchList watched[kMemoEntries];
@@ -314,8 +314,8 @@ __attribute__((always_inline)) inline bool copy_equal_as(const uint8_t* copy, st
   for (std::size_t i = 0; i < n; ++i) {
     const uint8_t* b = slot(i);
     if (!b) return false;
-    if (!(Wide ? same_map_bytes_avx2(b, copy + kTensorMapBytes * i) : same_map_bytes_sse2(b, copy + kTensorMapBytes * i)))
-      return false;
+    const uint8_t* c = copy + kTensorMapBytes * i;
+    if (!(Wide ? same_map_bytes_avx2(b, c) : same_map_bytes_sse2(b, c))) return false;
   }
   return true;
 }

@@ -223,7 +223,8 @@ void key_hit(benchmark::State& st) {
     benchmark::DoNotOptimize(memo_detail::pass_by_entry_key(e, kMaps, layer));
     benchmark::DoNotOptimize(memo_detail::pass_by_entry_key(e, kMaps, main));
   }
-  st.counters["hit"] = memo_detail::pass_by_entry_key(e, kMaps, layer) && memo_detail::pass_by_entry_key(e, kMaps, main);
+  st.counters["hit"] =
+      memo_detail::pass_by_entry_key(e, kMaps, layer) && memo_detail::pass_by_entry_key(e, kMaps, main);
   st.SetLabel("per pair of launches");
 }
 BENCHMARK(key_hit);
