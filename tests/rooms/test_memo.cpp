@@ -27,6 +27,26 @@ std::array<uint8_t, kTensorMapBytes> some_map(uint8_t fill) {
   return b;
 }
 
+// A float16 2-D map over (64, 64) at `address`, as the driver encodes it.
+EncodeArgs half_map(uint64_t address) {
+  EncodeArgs a;
+  a.dtype = 6;  // float16
+  a.rank = 2;
+  a.address = address;
+  a.dims = {64, 64};
+  a.strides = {128};
+  a.box = {64, 64};
+  a.element_strides = {1, 1};
+  return a;
+}
+
+// This thread's entry for `f`, the kernel done with the device audit's launches (not what these tests are about).
+MemoEntry& entry_without_audit(CUfunction f, const LaunchArgs& args) {
+  kernel_info(f, &args)->audit.launches_left.store(0, std::memory_order_relaxed);
+  audit_done(entry(f, &args));
+  return entry(f, &args);
+}
+
 TEST(Memo, AnEntryIsItsKernelsFacts) {
   const CUfunction f = define("memo_kernel_entry", {128, 8});
   MemoEntry& e = entry(f, nullptr);
@@ -42,14 +62,7 @@ TEST(Memo, AnEntryWithBytesForAPendingSearchIsTheSearchedFacts) {
   MemoEntry& waiting = entry(f, nullptr);
   ASSERT_TRUE(waiting.info->search_pending);
   const uint64_t identity_before = waiting.identity;
-  EncodeArgs a;
-  a.dtype = 6;  // float16
-  a.rank = 2;
-  a.address = 0x7f0000000000;
-  a.dims = {64, 64};
-  a.strides = {128};
-  a.box = {64, 64};
-  a.element_strides = {1, 1};
+  const EncodeArgs a = half_map(0x7f0000000000);
   alignas(64) uint8_t params[1024] = {};
   ASSERT_EQ(encode(a, params + 256), 0);
   void* kernel_params[] = {params};
@@ -92,22 +105,12 @@ void expect_every_watched_place_seen(const char* name, std::size_t bytes, bool m
   alignas(128) static uint8_t params[4160];
   std::memset(params, 0, sizeof params);
   if (map) {
-    EncodeArgs a;
-    a.dtype = 6;  // float16
-    a.rank = 2;
-    a.address = 0x7f0000000000;
-    a.dims = {64, 64};
-    a.strides = {128};
-    a.box = {64, 64};
-    a.element_strides = {1, 1};
+    const EncodeArgs a = half_map(0x7f0000000000);
     ASSERT_EQ(encode(a, params + 128), 0);
   }
   void* kernel_params[] = {params};
   const LaunchArgs args = LaunchArgs::of_params(kernel_params);
-  // The device audit's launches are not what this test is about: the kernel is done with them.
-  kernel_info(f, &args)->audit.launches_left.store(0, std::memory_order_relaxed);
-  audit_done(entry(f, &args));
-  MemoEntry& e = entry(f, &args);
+  MemoEntry& e = entry_without_audit(f, args);
   ASSERT_EQ(e.at, MapsAt::kPairs);
   ASSERT_EQ(e.count, map ? 1u : 0u);
   ASSERT_EQ(e.watch_count, watched);
@@ -153,14 +156,7 @@ TEST(Memo, LayersPassByTheRingAndARewrittenLayerDoesNot) {
   static uint64_t n = 7;
   for (std::size_t l = 0; l < kLayers; ++l) {
     for (std::size_t i = 0; i < 2; ++i) {
-      EncodeArgs a;
-      a.dtype = 6;  // float16
-      a.rank = 2;
-      a.address = 0x7f0000000000 + (l << 24) + (i << 20);
-      a.dims = {64, 64};
-      a.strides = {128};
-      a.box = {64, 64};
-      a.element_strides = {1, 1};
+      const EncodeArgs a = half_map(0x7f0000000000 + (l << 24) + (i << 20));
       ASSERT_EQ(encode(a, maps[l][i]), 0);
     }
     params[l][0] = maps[l][0];
@@ -168,9 +164,7 @@ TEST(Memo, LayersPassByTheRingAndARewrittenLayerDoesNot) {
     params[l][2] = &n;
   }
   const LaunchArgs first = LaunchArgs::of_params(params[0]);
-  kernel_info(f, &first)->audit.launches_left.store(0, std::memory_order_relaxed);
-  audit_done(entry(f, &first));
-  MemoEntry& e = entry(f, &first);
+  MemoEntry& e = entry_without_audit(f, first);
   ASSERT_EQ(e.at, MapsAt::kParams);
   ASSERT_EQ(e.count, 2u);
   const auto launch = [&](std::size_t l) {
@@ -220,14 +214,7 @@ TEST(Memo, AThreadsRingsStayWithinTheirBudget) {
   static void* params[kLayers][kMaps];
   for (std::size_t l = 0; l < kLayers; ++l)
     for (std::size_t i = 0; i < kMaps; ++i) {
-      EncodeArgs a;
-      a.dtype = 6;  // float16
-      a.rank = 2;
-      a.address = 0x7f0000000000 + (l << 24) + (i << 16);
-      a.dims = {64, 64};
-      a.strides = {128};
-      a.box = {64, 64};
-      a.element_strides = {1, 1};
+      const EncodeArgs a = half_map(0x7f0000000000 + (l << 24) + (i << 16));
       ASSERT_EQ(encode(a, maps[l][i]), 0);
       params[l][i] = maps[l][i];
     }
@@ -236,9 +223,7 @@ TEST(Memo, AThreadsRingsStayWithinTheirBudget) {
     const std::vector<std::size_t> sizes(kMaps, kTensorMapBytes);
     const CUfunction f = define(("memo_kernel_budget_" + std::to_string(k)).c_str(), sizes);
     const LaunchArgs first = LaunchArgs::of_params(params[0]);
-    kernel_info(f, &first)->audit.launches_left.store(0, std::memory_order_relaxed);
-    audit_done(entry(f, &first));
-    MemoEntry& e = entry(f, &first);
+    MemoEntry& e = entry_without_audit(f, first);
     ASSERT_EQ(e.count, kMaps);
     for (std::size_t l = 0; l < kLayers; ++l) {
       const auto slot = [&](std::size_t i) { return static_cast<const uint8_t*>(maps[l][i]); };
