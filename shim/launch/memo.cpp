@@ -34,7 +34,7 @@ std::atomic<uint64_t> g_map_hashes[kMapHashes];
 // Block `b`'s ring goes (its copies were clean for the kernel the entry held).
 void drop_ring(CleanBlock& b) {
   if (!b.ring) return;
-  t_memo.ring_bytes -= b.ring->bytes;
+  t_memo.ring_bytes -= b.ring->bytes();
   std::free(b.ring);
   b.ring = nullptr;
 }
@@ -195,13 +195,12 @@ LayerRing* ring_with_room(CleanBlock& b, std::size_t stride) {
   if (r && r->stride != stride) return nullptr;  // another kernel's (an entry given to another drops its ring)
   if (r && (r->size < r->capacity || r->capacity == kRingCopies)) return r;
   const std::size_t capacity = r ? 2 * std::size_t{r->capacity} : 8;
-  const std::size_t bytes = sizeof(LayerRing) + capacity * stride;
-  if (t_memo.ring_bytes - (r ? r->bytes : 0) + bytes > kRingBytesPerThread) return r;
-  void* p = std::aligned_alloc(alignof(LayerRing), (bytes + 63) / 64 * 64);
+  const std::size_t bytes = LayerRing::bytes(capacity, stride);
+  if (t_memo.ring_bytes - (r ? r->bytes() : 0) + bytes > kRingBytesPerThread) return r;
+  void* p = std::aligned_alloc(alignof(LayerRing), bytes);
   if (!p) return r;
   auto* grown = static_cast<LayerRing*>(p);
   std::memset(static_cast<void*>(grown), 0, sizeof(LayerRing));
-  grown->bytes = bytes;
   grown->stride = static_cast<uint32_t>(stride);
   grown->capacity = static_cast<uint8_t>(capacity);
   if (r) {

@@ -86,13 +86,16 @@ inline constexpr std::size_t kRingCopies = 64;
 inline constexpr std::size_t kRingBytesPerThread = std::size_t{512} << 10;
 struct alignas(64) LayerRing {
   uint64_t key[kRingCopies];  // each copy's launch key
-  std::size_t bytes;          // what the ring holds in memory, itself included
   uint32_t stride;            // bytes per copy: 128 per map
   uint8_t capacity, size;
   uint8_t next;               // the copy the next launch is compared with (below size)
   uint8_t last;               // the copy the last launch matched (by bytes or by key)
   int8_t step;                // +1: the layers come in the order they were first seen; -1: in reverse
   uint8_t* copy(std::size_t i) { return reinterpret_cast<uint8_t*>(this + 1) + std::size_t{stride} * i; }
+  //! What a ring of this capacity and stride holds in memory, itself included (a multiple of 64: the header's size
+  //! is, and a stride is a multiple of 128).
+  static std::size_t bytes(std::size_t capacity, std::size_t stride) { return sizeof(LayerRing) + capacity * stride; }
+  std::size_t bytes() const { return bytes(capacity, stride); }
   //! The copy after copy i, in the order the layers now come.
   uint8_t after(std::size_t i) const {
     if (step > 0) return static_cast<uint8_t>(i + 1 == size ? 0 : i + 1);
@@ -342,16 +345,7 @@ __attribute__((always_inline)) inline bool pass_by_entry_key(MemoEntry& e, std::
 
 // Map i's bytes in a launch of an entry that holds its map places itself (kParams, kPairs). It carries the view's
 // kernelParams, not the view: handed to a cold step, it must not make the wrapper keep its view in memory.
-struct EntrySlots {
-  const MemoEntry& e;
-  void* const* kernel_params;
-  __attribute__((always_inline)) const uint8_t* operator()(std::size_t i) const {
-    const LaunchArgs args = LaunchArgs::of_params(kernel_params);
-    if (e.at == MapsAt::kParams) return args.param(e.idx[i]);
-    return args.param(e.idx[2 * i], 64 * std::size_t{e.idx[2 * i + 1]});
-  }
-};
-// The same for an entry known to be kParams (ParamSlots) or kPairs (PairSlots): the compare's loop, chosen once.
+// ParamSlots and PairSlots: the same for an entry known to be kParams or kPairs (the compare's loop, chosen once).
 struct ParamSlots {
   const MemoEntry& e;
   void* const* kernel_params;
@@ -364,6 +358,13 @@ struct PairSlots {
   void* const* kernel_params;
   __attribute__((always_inline)) const uint8_t* operator()(std::size_t i) const {
     return LaunchArgs::of_params(kernel_params).param(e.idx[2 * i], 64 * std::size_t{e.idx[2 * i + 1]});
+  }
+};
+struct EntrySlots {
+  const MemoEntry& e;
+  void* const* kernel_params;
+  __attribute__((always_inline)) const uint8_t* operator()(std::size_t i) const {
+    return e.at == MapsAt::kParams ? ParamSlots{e, kernel_params}(i) : PairSlots{e, kernel_params}(i);
   }
 };
 
