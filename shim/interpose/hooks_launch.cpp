@@ -4,13 +4,14 @@
 // Launches (cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and their _ptsz forms): every launch wrapper
 // is the same three stages; only how a kind's arguments make a LaunchView differs (one function per kind, below).
 //
-//   client --> cuLaunchKernel (ours): fast_pass(view) (memo.h, inline) --> real cuLaunchKernel (tail call)
+//   client --> cuLaunchKernel (ours, a thunk): passed(f, kernelParams): fast_pass (memo.h) --> real cuLaunchKernel
 //                                 \-> after_fast_pass: slow_pass(view) (memo.h) --> real cuLaunchKernel (tail call)
 //                                     \-> checked: TG_ENTER, check_launch(view) (launch_check.h) --> run | reject |
 //                                         abort; after a run, audit_after_launch(view) (device_audit.h)
 //
-// The stages hand each other the driver's own arguments in the same order (a tail call spills nothing), and each
-// sees them through its kind's view(), which is the arguments named: it costs nothing.
+// The thunk (x86-64; elsewhere the same stages in C++) jumps to the driver or to after_fast_pass with the caller's
+// registers and stack as they came. The later stages hand each other the driver's own arguments in the same order
+// (a tail call spills nothing), and each sees them through its kind's view(), which is the arguments named.
 //
 // CUDA graph kernel nodes added or updated explicitly (cuGraphAddKernelNode, cuGraph[Exec]KernelNodeSetParams,
 // cuGraphAddNode, cuGraph[Exec]NodeSetParams and their versions) are checked like launches: a replay never calls a
@@ -85,10 +86,21 @@ struct LaunchEntry<Id, Kind, PerThread, CUresult (*)(A...)> {
     if (real && slow_pass(Kind::view(PerThread, a...))) return real(a...);
     return checked(a...);
   }
-  // The exported wrapper's whole body: a repeat the memo passes goes straight to the driver.
+  // The memo's look, given only what it reads (the handle and kernelParams): the driver's function when the memo
+  // passes the launch, else nullptr. Called by the exported entry's thunk (below), which keeps the caller's
+  // arguments where they came: the look has every register to itself.
+  __attribute__((always_inline)) static void* passed(CUfunction f, void** params) {
+    void* const real = real_function_if_resolved(Id);
+    LaunchView v;
+    v.f = f;
+    v.kernel_params = params;
+    return real && fast_pass(v) ? real : nullptr;
+  }
+  // What the exported entry runs where there is no thunk (not x86-64): the same two stages in C++.
   __attribute__((always_inline)) static CUresult wrapper(A... a) {
-    const auto real = reinterpret_cast<Fn>(real_function_if_resolved(Id));
-    if (__builtin_expect(real && fast_pass(Kind::view(PerThread, a...)), 1)) return real(a...);
+    const LaunchView v = Kind::view(PerThread, a...);
+    if (void* const real = passed(v.f, v.kernel_params); __builtin_expect(real != nullptr, 1))
+      return reinterpret_cast<Fn>(real)(a...);
     return after_fast_pass(a...);
   }
 };
@@ -121,9 +133,52 @@ struct GraphNodeEntry<Id, CUresult (*)(A...)> {
 // ---- the exported wrappers: one per launch or graph node row of entry_points.def
 #define TG_LAUNCH_ENTRY(name, kind) ::tmaguard::LaunchEntry<::tmaguard::EntryId::name, ::tmaguard::kind, \
     ::tmaguard::per_thread_name(#name), tg_pfn_##name>
+#if defined(__x86_64__)
+// On x86-64 a launch entry is a thunk of a few instructions: it saves the six argument registers, asks the memo
+// (tg_passed_<name>, given the handle and kernelParams), restores them and jumps to the driver's function (the memo
+// passed the launch) or to the next stage (tg_slow_<name>), the caller's stack untouched either way. Written in C++,
+// the wrapper held all eleven cuLaunchKernel arguments in registers beside the memo's own: about thirty loads, stores,
+// pushes and pops on every launch, and spills inside the memo's look. `setup` puts the handle in %rdi and kernelParams
+// in %rsi, with the stack 56 bytes below the caller's (six registers and an 8-byte pad for the call's alignment).
+#if defined(__CET__)
+#define TG_THUNK_ENDBR "endbr64\n"
+#else
+#define TG_THUNK_ENDBR ""
+#endif
+#define TG_THUNK_PUSH(r) "push %" r "\n.cfi_adjust_cfa_offset 8\n"
+#define TG_THUNK_POP(r) "pop %" r "\n.cfi_adjust_cfa_offset -8\n"
+#define TG_LAUNCH_THUNK(name, n, kind, f_at, params_at, setup)                                                     \
+  using tg_entry_##name = TG_LAUNCH_ENTRY(name, kind);                                                             \
+  static_assert(::tmaguard::Params<tg_pfn_##name>::kCount == n, #name " does not take " #n " parameters");        \
+  static_assert(std::is_same_v<::tmaguard::ParamOf<tg_pfn_##name, f_at>, CUfunction> &&                            \
+                    std::is_same_v<::tmaguard::ParamOf<tg_pfn_##name, params_at>, void**>,                         \
+                #name ": the thunk reads the handle and kernelParams elsewhere");                                  \
+  extern "C" __attribute__((visibility("hidden"), used)) void* tg_passed_##name(CUfunction f, void** params) {     \
+    return tg_entry_##name::passed(f, params);                                                                     \
+  }                                                                                                                \
+  extern "C" __attribute__((visibility("hidden"), used)) CUresult tg_slow_##name(TG_PARAMS_##n(tg_pfn_##name)) {  \
+    return tg_entry_##name::after_fast_pass(TG_ARGS_##n);                                                          \
+  }                                                                                                                \
+  __asm__(".text\n.p2align 4\n.globl " #name "\n.type " #name ",@function\n" #name ":\n.cfi_startproc\n"             \
+          TG_THUNK_ENDBR TG_THUNK_PUSH("rdi") TG_THUNK_PUSH("rsi") TG_THUNK_PUSH("rdx") TG_THUNK_PUSH("rcx")         \
+          TG_THUNK_PUSH("r8") TG_THUNK_PUSH("r9") "sub $8, %rsp\n.cfi_adjust_cfa_offset 8\n" setup                 \
+          "call tg_passed_" #name "\nadd $8, %rsp\n.cfi_adjust_cfa_offset -8\n" TG_THUNK_POP("r9")                 \
+          TG_THUNK_POP("r8") TG_THUNK_POP("rcx") TG_THUNK_POP("rdx") TG_THUNK_POP("rsi") TG_THUNK_POP("rdi")        \
+          "test %rax, %rax\njz 1f\njmp *%rax\n1:\njmp tg_slow_" #name "\n.cfi_endproc\n.size " #name ", .-" #name  \
+          "\n");
+// cuLaunchKernel and cuLaunchCooperativeKernel: the handle in %rdi, kernelParams the fourth stack argument (32
+// bytes above the return address).
+#define TG_THUNK_STACK_PARAMS "mov 88(%rsp), %rsi\n"
+// cuLaunchKernelEx: the handle in %rsi, kernelParams in %rdx.
+#define TG_THUNK_EX_PARAMS "mov %rsi, %rdi\nmov %rdx, %rsi\n"
+#define TG_KIND_Launch(name) TG_LAUNCH_THUNK(name, 11, KindLaunch, 0, 9, TG_THUNK_STACK_PARAMS)
+#define TG_KIND_LaunchEx(name) TG_LAUNCH_THUNK(name, 4, KindLaunchEx, 1, 2, TG_THUNK_EX_PARAMS)
+#define TG_KIND_LaunchCoop(name) TG_LAUNCH_THUNK(name, 10, KindLaunchCoop, 0, 9, TG_THUNK_STACK_PARAMS)
+#else
 #define TG_KIND_Launch(name) TG_GENERATED_WRAPPER(name, 11, TG_LAUNCH_ENTRY(name, KindLaunch))
 #define TG_KIND_LaunchEx(name) TG_GENERATED_WRAPPER(name, 4, TG_LAUNCH_ENTRY(name, KindLaunchEx))
 #define TG_KIND_LaunchCoop(name) TG_GENERATED_WRAPPER(name, 10, TG_LAUNCH_ENTRY(name, KindLaunchCoop))
+#endif
 #define TG_GRAPH_ENTRY(name) ::tmaguard::GraphNodeEntry<::tmaguard::EntryId::name, tg_pfn_##name>
 #define TG_KIND_GraphNode2(name) TG_GENERATED_WRAPPER(name, 2, TG_GRAPH_ENTRY(name))
 #define TG_KIND_GraphNode3(name) TG_GENERATED_WRAPPER(name, 3, TG_GRAPH_ENTRY(name))

@@ -217,6 +217,35 @@ LayerRing* ring_with_room(CleanBlock& b, std::size_t stride) {
   return grown;
 }
 
+namespace {
+
+// A counted pass of a launch with maps.
+inline bool counted_pass(const MemoEntry& e) {
+  bump(t_launch_thread.launches_seen);
+  if (e.count) bump(t_launch_thread.launches_checked);
+  return true;
+}
+
+// A repeat whose maps are not the entry's copy: the ring's next layer, or one of the entry's clean keys. Out of line,
+// so that a repeat of the copy saves no register for the hash.
+__attribute__((noinline)) bool other_layer_pass(MemoEntry& e, void* const* kernel_params) {
+  if (!ring_pass(e, kernel_params) && !pass_by_entry_key(e, e.count, EntrySlots{e, kernel_params})) return false;
+  return counted_pass(e);
+}
+
+}  // namespace
+
+__attribute__((noinline)) bool maps_pass(MemoEntry& e, void* const* kernel_params) {
+  if (e.at >= MapsAt::kKernelInfo || !kernel_params) return false;          // the rest, or the full check
+  if (e.watch_count && !watched_clean(e, kernel_params)) return false;     // the full check searches again
+  if (e.count) {                                                           // 0: watched places alone
+    const bool same = e.at == MapsAt::kParams ? copy_equal(e, e.count, ParamSlots{e, kernel_params})
+                                              : copy_equal(e, e.count, PairSlots{e, kernel_params});
+    if (!same) return other_layer_pass(e, kernel_params);
+  }
+  return counted_pass(e);
+}
+
 bool ring_pass(MemoEntry& e, void* const* kernel_params) {
   if (!t_memo.blocks) return false;
   LayerRing* r = t_memo.blocks[&e - t_memo.entries].ring;

@@ -13,17 +13,18 @@
 //
 // A launch asks in this order, each step only when the one before could not tell:
 //
-//   fast_pass()     inline in the exported wrapper, before TG_ENTER: a known kernel without maps, or one whose maps
-//                   equal the entry's copy or its ring's next copy (out of line), or whose key is one of the entry's
-//                   clean keys --> the driver
-//   slow_pass()   out of line, still before TG_ENTER: the launch key among the process's clean keys, or a kernel
+//   fast_pass()     inline in the entry's look (called by the exported thunk), before TG_ENTER: a known kernel
+//                   without maps; maps_pass() (out of line): one whose maps equal the entry's copy, or its ring's
+//                   next copy, or whose key is one of the entry's clean keys --> the driver
+//   slow_pass()     out of line, still before TG_ENTER: the launch key among the process's clean keys, or a kernel
 //                   whose map places live in its KernelInfo --> the driver
 //   the full check  (launch_check.h) entry() --> judge --> remember() / remember_map()
 //
 // A real driver spends microseconds between two launches and evicts these lines, so what a repeat costs on a GPU host
-// is mostly how many distinct lines it misses on: the global line (launch_words.h), the thread's first line (launch_words.h) and its
-// entry's line; a repeat with maps adds the maps and the entry's copy. Everything on the fast path is straight-line
-// code in the wrapper: a repeat touches no other code line.
+// is mostly how many distinct lines it misses on: the global line (launch_words.h), the thread's first line
+// (launch_words.h) and its entry's line; a repeat with maps adds the maps and the entry's copy. A repeat without maps
+// runs the thunk and the look, and saves no register but one; a repeat of the entry's copy adds maps_pass, which
+// saves three.
 #pragma once
 
 #include <atomic>
@@ -173,6 +174,10 @@ CleanBlock* block_of(const MemoEntry& e, bool allocate);
 //! Block `b`'s ring with room for one more copy of `stride` bytes: made or grown (within the thread's budget), or as
 //! it is when full; nullptr when there is none and none can be made.
 LayerRing* ring_with_room(CleanBlock& b, std::size_t stride);
+//! fast_pass() for a known kernel with maps or watched places: its watched places still hold no map, and its maps
+//! equal the entry's copy or its ring's next copy (ring_pass), or their key is one of the entry's clean keys. Calls
+//! nothing but ring_pass, ring_learn and renew_copy; a repeat of the entry's copy touches no other code line.
+bool maps_pass(MemoEntry& e, void* const* kernel_params);
 //! A repeat of a ringed kernel whose maps equal the ring's next copy, or the one after it (a layer between them
 //! passed by the entry's copy): the ring moves on, and the copy's key becomes the entry's last clean key (so that a
 //! kernel that settles on one layer is seen to, and gets its copy). Out of line: a kernel launched on one set of
@@ -382,8 +387,8 @@ __attribute__((noinline, cold)) inline bool watched_clean_slow(const WatchList& 
 // (an offset's load and an OR from memory per place: on a host with the driver's work between launches what a
 // repeat costs is mostly how many instructions it runs), without a branch per place: all still 0 is the answer for
 // the repeats; a place whose word 13 changed takes the full question (watched_clean_slow).
-__attribute__((always_inline)) inline bool watched_clean(const MemoEntry& e, const LaunchView& v) {
-  const uint8_t* p = v.param(e.watch_param);
+__attribute__((always_inline)) inline bool watched_clean(const MemoEntry& e, void* const* kernel_params) {
+  const uint8_t* p = LaunchArgs::of_params(kernel_params).param(e.watch_param);
   if (!p) return false;  // not readable: the full check looks (watched_place_may_hold_map(nullptr))
   const WatchList& w = t_memo.watched[&e - t_memo.entries];
   const auto word13 = [p](uint16_t at) {
@@ -399,9 +404,9 @@ __attribute__((always_inline)) inline bool watched_clean(const MemoEntry& e, con
 
 }  // namespace memo_detail
 
-// Changes nothing but this thread's counters, entry and ring, and calls nothing but ring_pass (a repeat that is not
-// the entry's copy), ring_learn and renew_copy: one piece of straight-line code in the wrapper. A repeat of the
-// entry's copy touches no code line but the wrapper's own.
+// Changes nothing but this thread's counters, entry and ring. A known kernel without maps is passed here, inline in
+// the entry's look (interpose/hooks_launch.cpp), which then calls nothing and saves no register; one with maps or
+// watched places takes maps_pass() (memo.cpp).
 __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
   using namespace memo_detail;
   if (__builtin_expect(!usable(), 0)) return false;
@@ -411,17 +416,7 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
     bump(t_launch_thread.launches_seen);
     return true;
   }
-  if (e.at >= MapsAt::kKernelInfo || !v.kernel_params) return false;  // the rest, or the full check
-  if (e.watch_count && !watched_clean(e, v)) return false;            // the full check searches again
-  if (e.count) {                                                      // 0: watched places alone
-    const bool same = e.at == MapsAt::kParams ? copy_equal(e, e.count, ParamSlots{e, v.kernel_params})
-                                              : copy_equal(e, e.count, PairSlots{e, v.kernel_params});
-    if (!same && !ring_pass(e, v.kernel_params) && !pass_by_entry_key(e, e.count, EntrySlots{e, v.kernel_params}))
-      return false;
-  }
-  bump(t_launch_thread.launches_seen);
-  if (e.count) bump(t_launch_thread.launches_checked);
-  return true;
+  return maps_pass(e, v.kernel_params);
 }
 
 // A repeated launch whose maps are known clean though fast_pass could not tell: their launch key is the entry's last
@@ -434,7 +429,8 @@ __attribute__((always_inline)) inline bool slow_pass(const LaunchView& v) {
   MemoEntry& e = slot(v.f);
   if (e.f != v.f || !e.info || !v.kernel_params || e.at == MapsAt::kAuditing) return false;
   if (e.at != MapsAt::kKernelInfo) {
-    if (e.at == MapsAt::kNowhere || e.count == 0 || (e.watch_count && !watched_clean(e, v))) return false;
+    if (e.at == MapsAt::kNowhere || e.count == 0) return false;
+    if (e.watch_count && !watched_clean(e, v.kernel_params)) return false;
     return pass_by_shared_key(e, e.count, EntrySlots{e, v.kernel_params});
   }
   // Every place of a KernelInfo lies inside its parameter (checked when it was found), so with kernelParams the

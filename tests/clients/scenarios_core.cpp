@@ -267,6 +267,70 @@ int getproc_semantics() {
   return bad ? 1 : 0;
 }
 
+// What a caller passes to one launch: distinct values in every argument, so that a swapped or lost one shows.
+struct LaunchCall {
+  unsigned grid[3], block[3], shared;
+  void** params;
+  void** extra;
+};
+// Launches through the chosen launch ENTRY with exactly `c`; returns whether the stand-in driver received exactly it.
+bool reaches_driver_unchanged(const Kernel& k, const LaunchCall& c) {
+  static const auto last = reinterpret_cast<decltype(&fakecuda_last_launch)>(fake_api("fakecuda_last_launch"));
+  const std::string& e = g_opt.entry;
+  const bool ptsz = e.size() > 5 && e.compare(e.size() - 5, 5, "_ptsz") == 0;
+  const auto f = static_cast<CUfunction>(k.handle);
+  CUlaunchConfig cfg{c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared, g_stream,
+                     nullptr, 0};
+  CUresult rc = CUDA_ERROR_UNKNOWN;
+  if (e.rfind("launch", 0) == 0)
+    rc = reinterpret_cast<PFN_cuLaunchKernel_v4000>(resolve("cuLaunchKernel", ptsz, ptsz ? 7000 : 4000))(
+        f, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared, g_stream, c.params,
+        c.extra);
+  else if (e.rfind("ex", 0) == 0)
+    rc = reinterpret_cast<PFN_cuLaunchKernelEx_v11060>(resolve("cuLaunchKernelEx", ptsz, 11060))(&cfg, f, c.params,
+                                                                                                 c.extra);
+  else if (e.rfind("coop", 0) == 0)
+    rc = reinterpret_cast<PFN_cuLaunchCooperativeKernel_v9000>(resolve("cuLaunchCooperativeKernel", ptsz, 9000))(
+        f, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2], c.shared, g_stream, c.params);
+  else
+    die("launch_arguments takes a launch entry");
+  (rc == CUDA_SUCCESS ? g_ok : g_failed)++;
+  FakeLaunchRecord r{};
+  last(&r);
+  const bool ex = e.rfind("ex", 0) == 0, coop = e.rfind("coop", 0) == 0;
+  return rc == CUDA_SUCCESS && r.f == f && std::memcmp(r.grid, c.grid, sizeof r.grid) == 0 &&
+         std::memcmp(r.block, c.block, sizeof r.block) == 0 && r.shared_bytes == c.shared && r.stream == g_stream &&
+         r.params == c.params && r.extra == (coop ? nullptr : c.extra) && r.config == (ex ? &cfg : nullptr);
+}
+
+// Every argument of a launch reaches the driver unchanged, on the full check's path (a kernel's first launch) and
+// on the memo's (its repeats): a kernel without maps, FA4's six maps, a Params struct holding two maps, and one without
+// parameters launched with an `extra` list.
+int launch_arguments() {
+  std::vector<uint8_t> params(1792, 0);
+  const CUtensorMap a = encode_map(bshd(0x7f0000000000ULL, 2, 256, 4, 128));
+  const CUtensorMap b = encode_map(bshd(0x7f0001000000ULL, 2, 256, 4, 128));
+  std::memcpy(params.data() + 128, &a, sizeof a);
+  std::memcpy(params.data() + 384, &b, sizeof b);
+  const Kernel kernels[] = {make_kernel("plain_elementwise_kernel", {}), fa4_kernel(false, false, false, false),
+                            make_kernel_raw("cutlass_params_kernel", {params}, {128}),
+                            make_kernel_raw("no_params_kernel", {})};
+  int checked = 0, wrong = 0;
+  for (const Kernel& k : kernels) {
+    std::vector<void*> p;
+    for (const auto& v : k.values) p.push_back(const_cast<uint8_t*>(v.data()));
+    for (unsigned rep = 0; rep < 10; ++rep) {
+      void* extra_end[] = {CU_LAUNCH_PARAM_END};
+      const LaunchCall c{{3 + rep, 5, 7}, {32, 2, 4}, 48 + 16 * rep, p.empty() ? nullptr : p.data(),
+                         p.empty() ? extra_end : nullptr};
+      ++checked;
+      if (!reaches_driver_unchanged(k, c)) ++wrong;
+    }
+  }
+  std::printf("ARGUMENTS checked=%d wrong=%d\n", checked, wrong);
+  return wrong ? 1 : 0;
+}
+
 }  // namespace
 
 const std::vector<Scenario>& core_scenarios() {
@@ -293,6 +357,7 @@ const std::vector<Scenario>& core_scenarios() {
       {"fork", fork_child_and_parent},
       {"encode_suspicious", encode_suspicious},
       {"getproc_semantics", getproc_semantics},
+      {"launch_arguments", launch_arguments},
   };
   return v;
 }

@@ -341,26 +341,46 @@ CUresult fake_cuGetProcAddress_v2(const char* sym, void** pfn, int v, cuuint64_t
   return get_proc(sym, pfn, v, flags, st, false);
 }
 
-#define FAKE_LAUNCH(name)                                                                                            \
-  CUresult fake_##name(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
-                       void** params, void** extra) {                                                                \
-    return launch(#name, f, params, extra);                                                                          \
+thread_local FakeLaunchRecord t_last_launch;
+// Notes a launch's arguments as they arrived (fakecuda_last_launch).
+FakeLaunchRecord& note_launch(const char* via, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                              unsigned by, unsigned bz, unsigned shared, CUstream s, void** params, void** extra) {
+  t_last_launch = FakeLaunchRecord{f, {gx, gy, gz}, {bx, by, bz}, shared, s, params, extra, nullptr, via};
+  return t_last_launch;
+}
+
+#define FAKE_LAUNCH(name)                                                                                          \
+  CUresult fake_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+                       unsigned shared, CUstream s, void** params, void** extra) {                                 \
+    note_launch(#name, f, gx, gy, gz, bx, by, bz, shared, s, params, extra);                                       \
+    return launch(#name, f, params, extra);                                                                        \
   }
 FAKE_LAUNCH(cuLaunchKernel)
 FAKE_LAUNCH(cuLaunchKernel_ptsz)
+CUresult launch_ex(const char* via, const CUlaunchConfig* c, CUfunction f, void** p, void** e) {
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  note_launch(via, f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+              c->sharedMemBytes, c->hStream, p, e)
+      .config = c;
+  return launch(via, f, p, e);
+}
 CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** p, void** e) {
-  return c ? launch("cuLaunchKernelEx", f, p, e) : CUDA_ERROR_INVALID_VALUE;
+  return launch_ex("cuLaunchKernelEx", c, f, p, e);
 }
 CUresult fake_cuLaunchKernelEx_ptsz(const CUlaunchConfig* c, CUfunction f, void** p, void** e) {
-  return c ? launch("cuLaunchKernelEx_ptsz", f, p, e) : CUDA_ERROR_INVALID_VALUE;
+  return launch_ex("cuLaunchKernelEx_ptsz", c, f, p, e);
 }
-CUresult fake_cuLaunchCooperativeKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                        unsigned, CUstream, void** p) {
-  return launch("cuLaunchCooperativeKernel", f, p, nullptr);
-}
-CUresult fake_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                             unsigned, CUstream, void** p) {
-  return launch("cuLaunchCooperativeKernel_ptsz", f, p, nullptr);
+#define FAKE_LAUNCH_COOP(name)                                                                                     \
+  CUresult fake_##name(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+                       unsigned shared, CUstream s, void** p) {                                                    \
+    note_launch(#name, f, gx, gy, gz, bx, by, bz, shared, s, p, nullptr);                                          \
+    return launch(#name, f, p, nullptr);                                                                           \
+  }
+FAKE_LAUNCH_COOP(cuLaunchCooperativeKernel)
+FAKE_LAUNCH_COOP(cuLaunchCooperativeKernel_ptsz)
+
+extern "C" __attribute__((visibility("default"))) void fakecuda_last_launch(FakeLaunchRecord* out) {
+  if (out) *out = t_last_launch;
 }
 
 CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType dt, cuuint32_t rank, void* addr,

@@ -18,6 +18,18 @@ unsigned long fakecuda_launches(void* handle);
 void fakecuda_register_memory(unsigned long long addr, unsigned long long size);
 //! How many launches came through the named entry point (e.g. "cuLaunchKernel_ptsz").
 unsigned long fakecuda_launches_via(const char* entry);
+//! Every argument of the last launch that reached the stand-in on this thread, as it arrived (what a caller passed
+//! must reach the driver unchanged, whichever path tmaguard took).
+struct FakeLaunchRecord {
+  void* f;
+  unsigned grid[3], block[3], shared_bytes;
+  void* stream;
+  void** params;
+  void** extra;
+  const void* config;  // cuLaunchKernelEx's CUlaunchConfig (nullptr for the other entries)
+  const char* via;     // the entry point
+};
+void fakecuda_last_launch(struct FakeLaunchRecord* out);
 //! Declares [addr, addr + size) as pinned host memory (cuPointerGetAttribute(s) say CU_MEMORYTYPE_HOST).
 void fakecuda_register_host_memory(unsigned long long addr, unsigned long long size);
 //! What a kernel does when it runs (at launch: the stand-in's stream order is program order), e.g. write descriptor

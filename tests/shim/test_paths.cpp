@@ -28,6 +28,22 @@ std::vector<PathEntry> all_paths() {
 }
 class Paths : public ::testing::TestWithParam<PathEntry> {};
 
+// The launch entries are thunks that save and restore the caller's registers around the memo's look: every argument
+// (grid, block, shared bytes, stream, kernelParams, extra, the config) must reach the driver as the caller passed it,
+// on a kernel's first launch (the full check) and on its repeats (the memo), with maps and without.
+TEST_P(Paths, EveryLaunchArgumentReachesTheDriverUnchanged) {
+  const auto& pe = GetParam();
+  const ClientRun r = run_client({pe.path, pe.entry, "launch_arguments"}, {}, pe.linked);
+  ASSERT_NE(r.p.out.find("ARGUMENTS checked=40 "), std::string::npos) << describe(r);
+  EXPECT_NE(r.p.out.find("ARGUMENTS checked=40 wrong=0"), std::string::npos) << describe(r);
+  EXPECT_TRUE(r.p.exited && r.p.code == 0) << describe(r);
+  EXPECT_TRUE(r.events("violation").empty()) << describe(r);
+  // The memo saw the same arguments: the repeats of the two kernels with maps passed by the compare with one copy
+  // each (a memo handed other memory than kernelParams sends every repeat on, and each renews the copy).
+  ASSERT_EQ(r.events("summary").size(), 1u) << describe(r);
+  EXPECT_EQ(r.events("summary")[0]["clean_copies"], 2) << describe(r);
+}
+
 TEST_P(Paths, CleanFa4LaunchRunsWithoutReport) {
   const auto& pe = GetParam();
   const ClientRun r = run_client({pe.path, pe.entry, "fa4_ok"}, {}, pe.linked);
