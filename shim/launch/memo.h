@@ -23,8 +23,7 @@
 // A real driver spends microseconds between two launches and evicts these lines, so what a repeat costs on a GPU host
 // is mostly how many distinct lines it misses on: the global line (launch_words.h), the thread's first line
 // (launch_words.h) and its entry's line; a repeat with maps adds the maps and the entry's copy. A repeat without maps
-// runs the thunk and the look, and saves no register but one; a repeat of the entry's copy adds maps_pass, which
-// saves three.
+// runs the thunk and the look (one register saved); a repeat of the entry's copy adds maps_pass (three saved).
 #pragma once
 
 #include <atomic>
@@ -405,7 +404,7 @@ __attribute__((always_inline)) inline bool watched_clean(const MemoEntry& e, voi
 }  // namespace memo_detail
 
 // Changes nothing but this thread's counters, entry and ring. A known kernel without maps is passed here, inline in
-// the entry's look (interpose/hooks_launch.cpp), which then calls nothing and saves no register; one with maps or
+// the entry's look (interpose/hooks_launch.cpp), which then calls nothing and saves one register; one with maps or
 // watched places takes maps_pass() (memo.cpp).
 __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
   using namespace memo_detail;
