@@ -251,11 +251,9 @@ bool ring_pass(MemoEntry& e, void* const* kernel_params) {
   LayerRing* r = t_memo.blocks[&e - t_memo.entries].ring;
   if (!r || r->size == 0 || r->stride != e.count * kTensorMapBytes) return false;
   const EntrySlots slots{e, kernel_params};
-  const bool wide = t_launch_thread.wide_compare;
   uint8_t at = r->next;
   for (int tries = 0; tries < 2; ++tries, at = r->after(at)) {
-    const uint8_t* copy = r->copy(at);
-    if (wide ? copy_equal_as<true>(copy, e.count, slots) : copy_equal_as<false>(copy, e.count, slots)) {
+    if (same_as_copy(r->copy(at), e.count, slots)) {
       r->last = at;
       r->next = r->after(at);
       if (e.clean_key) e.clean_key = r->key[at];  // 0: the entry has no valid copy, and must not seem to

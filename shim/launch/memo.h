@@ -327,12 +327,17 @@ __attribute__((always_inline)) inline bool copy_equal_as(const uint8_t* copy, st
   return true;
 }
 
+// The maps' bytes against `copy` (a clean launch's maps, 128 bytes each), the widest way this CPU compares.
+template <typename MapBytes>
+__attribute__((always_inline)) inline bool same_as_copy(const uint8_t* copy, std::size_t n, const MapBytes& slot) {
+  return t_launch_thread.wide_compare ? copy_equal_as<true>(copy, n, slot) : copy_equal_as<false>(copy, n, slot);
+}
+
 // The maps' bytes against the entry's copy of a clean launch of its kernel.
 template <typename MapBytes>
 __attribute__((always_inline)) inline bool copy_equal(const MemoEntry& e, std::size_t n, const MapBytes& slot) {
   if (!e.clean_key || n > kCopiedMaps || !t_memo.blocks) return false;
-  const uint8_t* copy = t_memo.blocks[&e - t_memo.entries].maps;
-  return t_launch_thread.wide_compare ? copy_equal_as<true>(copy, n, slot) : copy_equal_as<false>(copy, n, slot);
+  return same_as_copy(t_memo.blocks[&e - t_memo.entries].maps, n, slot);
 }
 
 // The maps' launch key among the entry's clean keys on this thread (the kernel on another layer's tensors, or a
