@@ -203,6 +203,7 @@ bool cannot_work_said() { return g_cannot_work_said.load(); }
 
 void report_cannot_work(const std::string& why) {
   g_launch_globals.state.store(kDisabled, std::memory_order_release);
+  refresh_memo_gate();
   if (g_cannot_work_said.exchange(true)) return;
   write_stderr_line("tmaguard: cannot work: " + why + "; the job runs on unguarded", Notice::kCannotWork);
 }

@@ -116,7 +116,11 @@ void retire(const std::vector<const KernelInfo*>& gone, uint32_t epoch) {
 }
 
 // A new epoch: every thread's memo entries (and any KernelInfo pointer it took from them) must be dropped.
-uint32_t next_epoch() { return g_launch_globals.kernel_epoch.fetch_add(1, std::memory_order_acq_rel) + 1; }
+uint32_t next_epoch() {
+  const uint32_t epoch = g_launch_globals.kernel_epoch.fetch_add(1, std::memory_order_acq_rel) + 1;
+  refresh_memo_gate();  // every thread's look fails until its entries are made again
+  return epoch;
+}
 
 TableSlot* slots() {
   TableSlot* s = g_slots_ptr.load(std::memory_order_acquire);

@@ -233,11 +233,7 @@ void remember_local(MemoEntry& e, uint64_t key, BytesOf&& bytes) {
 // (inspect mode records every layout, so every launch takes the full check), and no kernel facts replaced since this
 // thread's entries were last made (an unload frees handles the driver may reuse; a new struct search gives a kernel
 // more map places).
-__attribute__((always_inline)) inline bool usable() {
-  return !inside_tmaguard() && g_launch_globals.state.load(std::memory_order_acquire) == kArmed &&
-         g_launch_globals.mode.load(std::memory_order_relaxed) != Mode::kInspect &&
-         t_launch_thread.kernel_epoch.load(std::memory_order_relaxed) == g_launch_globals.kernel_epoch.load(std::memory_order_relaxed);
-}
+__attribute__((always_inline)) inline bool usable() { return memo_gate_open(); }
 
 //! The entry slot for a launch handle.
 __attribute__((always_inline)) inline MemoEntry& slot(const void* f) {

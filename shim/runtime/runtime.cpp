@@ -123,6 +123,7 @@ bool init() {
   g_rules = new std::shared_ptr<const RuleSet>(std::move(rules));
   g_config = new Config(cfg);
   g_launch_globals.mode.store(cfg.mode, std::memory_order_relaxed);
+  refresh_memo_gate();
   // Once per process image: a child that re-initialises (it was forked while its parent initialised) inherits
   // what its parent registered before the fork. (Fork handling: fork_locks.h; each module registers its lock.)
   static std::atomic<bool> registered{false};
@@ -164,6 +165,7 @@ bool armed_slow() {
       if (cannot_work_said()) ok = false;
       uint64_t expected = mine;  // report_cannot_work() may have disabled tmaguard meanwhile
       g_launch_globals.state.compare_exchange_strong(expected, ok ? kArmed : kDisabled, std::memory_order_acq_rel);
+      refresh_memo_gate();
       return g_launch_globals.state.load(std::memory_order_acquire) == kArmed;
     }
     // Another thread initialises.
@@ -171,6 +173,7 @@ bool armed_slow() {
     if (initing_pid(s) != static_cast<long>(getpid())) {
       // Forked while a thread of the parent was initialising: that thread does not exist here. Start over.
       g_launch_globals.state.compare_exchange_strong(s, kUninit, std::memory_order_acq_rel);
+      refresh_memo_gate();
       continue;
     }
     const Clock::time_point now = Clock::now();
