@@ -102,7 +102,6 @@ void fill(MemoEntry& e, const KernelInfo& info) {
   WatchList& list = t_memo.watched[&e - t_memo.entries];
   std::size_t n = 0;
   for (const MapPlace& s : w) list.word13[n++] = static_cast<uint16_t>(s.offset + kWord13Offset);
-  for (std::size_t i = n; i % 4 && i < kMaxWatched; ++i) list.word13[i] = list.word13[0];  // padding: read twice
   e.watch_count = static_cast<uint8_t>(n);
   e.watch_param = w.empty() ? 0 : static_cast<uint8_t>(w.front().param);
 }
@@ -235,15 +234,105 @@ __attribute__((noinline)) bool other_layer_pass(MemoEntry& e, void* const* kerne
 
 }  // namespace
 
-__attribute__((noinline)) bool maps_pass(MemoEntry& e, void* const* kernel_params) {
-  if (e.at >= MapsAt::kKernelInfo || !kernel_params) return false;          // the rest, or the full check
-  if (e.watch_count && !watched_clean(e, kernel_params)) return false;     // the full check searches again
-  if (e.count) {                                                           // 0: watched places alone
-    const bool same = e.at == MapsAt::kParams ? copy_equal(e, e.count, ParamSlots{e, kernel_params})
-                                              : copy_equal(e, e.count, PairSlots{e, kernel_params});
-    if (!same) return other_layer_pass(e, kernel_params);
+namespace {
+
+// W bytes of lanes: what one step of a copy's compare reads from each side (`loose`: as it lies in memory, at any
+// alignment).
+template <std::size_t W>
+struct Lanes;
+template <>
+struct Lanes<16> {
+  typedef uint64_t type __attribute__((vector_size(16)));
+  typedef uint64_t loose __attribute__((vector_size(16), aligned(1)));
+};
+template <>
+struct Lanes<32> {
+  typedef uint64_t type __attribute__((vector_size(32)));
+  typedef uint64_t loose __attribute__((vector_size(32), aligned(1)));
+};
+
+// ORs the difference of a map's 128 bytes and its copy into `acc`, W bytes a step.
+template <std::size_t W>
+__attribute__((always_inline)) inline void fold_difference(typename Lanes<W>::type& acc, const uint8_t* map,
+                                                           const uint8_t* copy) {
+  using Loose = typename Lanes<W>::loose;
+#pragma GCC unroll 8
+  for (std::size_t k = 0; k < kTensorMapBytes; k += W)
+    acc |= *reinterpret_cast<const Loose*>(map + k) ^ *reinterpret_cast<const Loose*>(copy + k);
+}
+
+// Whether every lane is 0 (W = 32: one VPTEST, in the AVX2 function this is inlined into).
+template <std::size_t W>
+__attribute__((always_inline)) inline bool all_zero(typename Lanes<W>::type acc) {
+  if constexpr (W == 32) {
+    bool zero;
+    __asm__("vptest %1, %1" : "=@ccz"(zero) : "x"(acc));
+    return zero;
+  } else {
+    return (acc[0] | acc[1]) == 0;
   }
+}
+
+// Whether the entry's maps (map i at `at(i)`, nullptr: not readable) equal its copy. The first map is tested alone
+// (a kernel launched per layer differs from the copy there, and goes on to the ring at once); the others'
+// differences are OR-ed into one accumulator, tested once at the end.
+template <std::size_t W, typename At>
+__attribute__((always_inline)) inline bool maps_equal(std::size_t n, const uint8_t* copy, const At& at) {
+  typename Lanes<W>::type acc = {};
+  const uint8_t* first = at(0);
+  if (!first) return false;
+  fold_difference<W>(acc, first, copy);
+  if (!all_zero<W>(acc)) return false;
+  for (std::size_t i = 1; i < n; ++i) {
+    const uint8_t* map = at(i);
+    if (!map) return false;
+    fold_difference<W>(acc, map, copy + kTensorMapBytes * i);
+  }
+  return all_zero<W>(acc);
+}
+
+// Whether the entry's maps equal its copy.
+template <std::size_t W>
+__attribute__((always_inline)) inline bool equals_copy(const MemoEntry& e, void* const* kernel_params) {
+  if (!e.clean_key || e.count > kCopiedMaps || !t_memo.blocks) return false;
+  const uint8_t* copy = t_memo.blocks[&e - t_memo.entries].maps;
+  return e.at == MapsAt::kParams ? maps_equal<W>(e.count, copy, ParamSlots{e, kernel_params})
+                                 : maps_equal<W>(e.count, copy, PairSlots{e, kernel_params});
+}
+
+// The entry's maps against its copy (W bytes a step), then the other layers' (other_layer_pass); counted when they
+// pass. Calls nothing but in tail position: the pass that inlines it saves no register.
+template <std::size_t W>
+__attribute__((always_inline)) inline bool copy_pass(MemoEntry& e, void* const* kernel_params) {
+  if (e.count && !equals_copy<W>(e, kernel_params)) return other_layer_pass(e, kernel_params);  // 0: watched alone
   return counted_pass(e);
+}
+
+// A repeat whose watched places' words 13 are not all 0 (other data written there, or a map): the full question,
+// then the rest of the pass. Cold, and called in tail position.
+__attribute__((noinline, cold)) bool watched_changed_pass(MemoEntry& e, void* const* kernel_params) {
+  if (!watched_clean_slow(e, kernel_params)) return false;  // the full check searches again
+  return copy_pass<16>(e, kernel_params);
+}
+
+// maps_pass_wide and maps_pass_narrow, with the copy compared W bytes a step.
+template <std::size_t W>
+__attribute__((always_inline)) inline bool maps_pass_as(MemoEntry& e, void* const* kernel_params) {
+  if (e.at >= MapsAt::kKernelInfo || !kernel_params) return false;  // the rest, or the full check
+  if (e.watch_count && !watched_words_zero(e, kernel_params)) return watched_changed_pass(e, kernel_params);
+  return copy_pass<W>(e, kernel_params);
+}
+
+}  // namespace
+
+// Compiled for AVX2 (its 32-byte lanes in ymm registers; the compiler clears their upper halves on return), called
+// only where cpu_compares_wide() said so.
+__attribute__((noinline, target("avx2"))) bool maps_pass_wide(MemoEntry& e, void* const* kernel_params) {
+  return maps_pass_as<32>(e, kernel_params);
+}
+
+__attribute__((noinline)) bool maps_pass_narrow(MemoEntry& e, void* const* kernel_params) {
+  return maps_pass_as<16>(e, kernel_params);
 }
 
 bool ring_pass(MemoEntry& e, void* const* kernel_params) {

@@ -14,8 +14,8 @@
 // A launch asks in this order, each step only when the one before could not tell:
 //
 //   fast_pass()     inline in the entry's look (called by the exported thunk), before TG_ENTER: a known kernel
-//                   without maps; maps_pass() (out of line): one whose maps equal the entry's copy, or its ring's
-//                   next copy, or whose key is one of the entry's clean keys --> the driver
+//                   without maps; maps_pass_wide/_narrow() (out of line): one whose maps equal the entry's copy, or
+//                   its ring's next copy, or whose key is one of the entry's clean keys --> the driver
 //   slow_pass()     out of line, still before TG_ENTER: the launch key among the process's clean keys, or a kernel
 //                   whose map places live in its KernelInfo --> the driver
 //   the full check  (launch_check.h) entry() --> judge --> remember() / remember_map()
@@ -23,7 +23,8 @@
 // A real driver spends microseconds between two launches and evicts these lines, so what a repeat costs on a GPU host
 // is mostly how many distinct lines it misses on: the global line (launch_words.h), the thread's first line
 // (launch_words.h) and its entry's line; a repeat with maps adds the maps and the entry's copy. A repeat without maps
-// runs the thunk and the look (one register saved); a repeat of the entry's copy adds maps_pass (three saved).
+// runs the thunk and the look (one register saved); a repeat of the entry's copy adds maps_pass_wide (no register
+// saved: it calls nothing but in tail position), which reads the watched places and compares every map in one pass.
 #pragma once
 
 #include <atomic>
@@ -112,9 +113,8 @@ struct alignas(64) CleanBlock {
 
 //! The most watched places an entry holds: every 64-byte place of a parameter's first 4 KiB.
 inline constexpr std::size_t kMaxWatched = 64;
-//! Where an entry's watched places keep their words 13: byte offsets into parameter `watch_param`, in place order,
-//! padded to a multiple of 4 with the first (reading a place twice changes nothing), so that the repeats read them
-//! four at a time with no remainder: two instructions a place.
+//! Where an entry's watched places keep their words 13: byte offsets into parameter `watch_param`, in place order
+//! (the repeats read them without a loop: two instructions a place, watched_words_zero()).
 struct alignas(64) WatchList {
   uint16_t word13[kMaxWatched];
 };
@@ -174,9 +174,11 @@ CleanBlock* block_of(const MemoEntry& e, bool allocate);
 //! it is when full; nullptr when there is none and none can be made.
 LayerRing* ring_with_room(CleanBlock& b, std::size_t stride);
 //! fast_pass() for a known kernel with maps or watched places: its watched places still hold no map, and its maps
-//! equal the entry's copy or its ring's next copy (ring_pass), or their key is one of the entry's clean keys. Calls
-//! nothing but ring_pass, ring_learn and renew_copy; a repeat of the entry's copy touches no other code line.
-bool maps_pass(MemoEntry& e, void* const* kernel_params);
+//! equal the entry's copy or its ring's next copy (ring_pass), or their key is one of the entry's clean keys. A
+//! repeat of the entry's copy touches no other code line. maps_pass_wide: compiled for AVX2, for CPUs that compare
+//! 32 bytes at a time (cpu_compares_wide()); maps_pass_narrow: for the rest.
+bool maps_pass_wide(MemoEntry& e, void* const* kernel_params);
+bool maps_pass_narrow(MemoEntry& e, void* const* kernel_params);
 //! A repeat of a ringed kernel whose maps equal the ring's next copy, or the one after it (a layer between them
 //! passed by the entry's copy): the ring moves on, and the copy's key becomes the entry's last clean key (so that a
 //! kernel that settles on one layer is seen to, and gets its copy). Out of line: a kernel launched on one set of
@@ -284,7 +286,8 @@ __attribute__((noinline, cold)) void ring_learn(const MemoEntry& e, uint64_t key
 }
 
 template <typename MapBytes>
-__attribute__((always_inline)) inline void note_clean_again(MemoEntry& e, uint64_t key, std::size_t n, const MapBytes& slot) {
+__attribute__((always_inline)) inline void note_clean_again(MemoEntry& e, uint64_t key, std::size_t n,
+                                                            const MapBytes& slot) {
   if (e.clean_key && key != e.clean_key) {
     e.clean_key = key;  // the copy stays valid: any clean bytes of the kernel serve for the compare
     ring_learn(e, key, n, slot);
@@ -373,40 +376,61 @@ struct EntrySlots {
   }
 };
 
-// A watched place's word 13 no longer 0 (watched_clean): whether every such place still cannot hold a map (other
-// data there now). Cold: a watched place that changes is rare.
-__attribute__((noinline, cold)) inline bool watched_clean_slow(const WatchList& w, std::size_t n, const uint8_t* p) {
-  for (std::size_t i = 0; i < n; ++i)
+// Whether every watched place of the entry still holds no map, asked in full of each place (the parameter's bytes
+// not readable: false, and the full check looks). Cold: a watched place that changes is rare.
+__attribute__((noinline, cold)) inline bool watched_clean_slow(const MemoEntry& e, void* const* kernel_params) {
+  const uint8_t* p = LaunchArgs::of_params(kernel_params).param(e.watch_param);
+  const WatchList& w = t_memo.watched[&e - t_memo.entries];
+  for (std::size_t i = 0; p && i < e.watch_count; ++i)
     if (watched_place_may_hold_map(p + w.word13[i] - kWord13Offset)) return false;
-  return true;
+  return p != nullptr;
 }
 
-// Whether every watched place of the entry still holds no map. The parameter's address is read once: a large
-// struct has dozens of watched places, and reading kernelParams again for each would add a load and a test per
-// place to every repeated launch of it. Their words 13 are OR-ed four places a step, from the list of their offsets
-// (an offset's load and an OR from memory per place: on a host with the driver's work between launches what a
-// repeat costs is mostly how many instructions it runs), without a branch per place: all still 0 is the answer for
-// the repeats; a place whose word 13 changed takes the full question (watched_clean_slow).
-__attribute__((always_inline)) inline bool watched_clean(const MemoEntry& e, void* const* kernel_params) {
+// Whether the words 13 of every watched place of the entry are still 0 (the parameter's bytes not readable: false).
+// The parameter's address is read once: a large struct has dozens of watched places, and reading kernelParams again
+// for each would add a load and a test per place to every repeated launch of it. The places' words are OR-ed from
+// the list of their offsets, entered at the entry's count of places and run to the list's start without a loop or a
+// branch per place: an offset's load and an OR from memory per place (on a host with the driver's work between
+// launches what a repeat costs is mostly how many instructions it runs).
+__attribute__((always_inline)) inline bool watched_words_zero(const MemoEntry& e, void* const* kernel_params) {
   const uint8_t* p = LaunchArgs::of_params(kernel_params).param(e.watch_param);
-  if (!p) return false;  // not readable: the full check looks (watched_place_may_hold_map(nullptr))
-  const WatchList& w = t_memo.watched[&e - t_memo.entries];
-  const auto word13 = [p](uint16_t at) {
+  if (!p) return false;
+  const uint16_t* at = t_memo.watched[&e - t_memo.entries].word13;
+  uint32_t any[2] = {0, 0};  // two chains of ORs, not one as long as the list
+  const auto word13 = [p](uint16_t offset) {
     uint32_t v;
-    __builtin_memcpy(&v, p + at, 4);
+    __builtin_memcpy(&v, p + offset, 4);
     return v;
   };
-  uint32_t any = 0;
-  for (const uint16_t *at = w.word13, *end = at + ((e.watch_count + 3u) & ~3u); at != end; at += 4)
-    any |= word13(at[0]) | word13(at[1]) | word13(at[2]) | word13(at[3]);
-  return __builtin_expect(any == 0, 1) || watched_clean_slow(w, e.watch_count, p);
+#define TG_PLACE(k)         \
+  case k:                   \
+    any[(k) & 1] |= word13(at[(k) - 1]); \
+    [[fallthrough]];
+#define TG_PLACES4(k) TG_PLACE((k) + 3) TG_PLACE((k) + 2) TG_PLACE((k) + 1) TG_PLACE(k)
+#define TG_PLACES16(k) TG_PLACES4((k) + 12) TG_PLACES4((k) + 8) TG_PLACES4((k) + 4) TG_PLACES4(k)
+  switch (e.watch_count) {
+    TG_PLACES16(49) TG_PLACES16(33) TG_PLACES16(17) TG_PLACES16(1)
+    default:
+      break;
+  }
+#undef TG_PLACES16
+#undef TG_PLACES4
+#undef TG_PLACE
+  static_assert(kMaxWatched == 64, "one case per place");
+  return __builtin_expect((any[0] | any[1]) == 0, 1);
+}
+
+// Whether every watched place of the entry still holds no map: all words 13 still 0 is the answer for the repeats; a
+// place whose word 13 changed takes the full question (watched_clean_slow).
+__attribute__((always_inline)) inline bool watched_clean(const MemoEntry& e, void* const* kernel_params) {
+  return watched_words_zero(e, kernel_params) || watched_clean_slow(e, kernel_params);
 }
 
 }  // namespace memo_detail
 
 // Changes nothing but this thread's counters, entry and ring. A known kernel without maps is passed here, inline in
 // the entry's look (interpose/hooks_launch.cpp), which then calls nothing and saves one register; one with maps or
-// watched places takes maps_pass() (memo.cpp).
+// watched places takes maps_pass_wide() or maps_pass_narrow() (memo.cpp).
 __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
   using namespace memo_detail;
   if (__builtin_expect(!usable(), 0)) return false;
@@ -416,7 +440,7 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
     bump(t_launch_thread.launches_seen);
     return true;
   }
-  return maps_pass(e, v.kernel_params);
+  return t_launch_thread.wide_compare ? maps_pass_wide(e, v.kernel_params) : maps_pass_narrow(e, v.kernel_params);
 }
 
 // A repeated launch whose maps are known clean though fast_pass could not tell: their launch key is the entry's last

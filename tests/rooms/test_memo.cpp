@@ -10,6 +10,7 @@
 
 #include "fakecuda.h"
 #include "base/counters.h"
+#include "base/map_compare.h"
 #include "core/struct_search.h"
 #include "launch/memo.h"
 #include "tmaguard/tensormap.h"
@@ -99,8 +100,8 @@ TEST(Memo, AKeyRememberedSharedIsKnownOnEveryThreadOneKeptLocalOnlyOnItsOwn) {
 // A struct kernel's watched places (its empty 64-byte places): a repeat passes while every one still holds no map,
 // and a map's word 13 appearing in any one of them (the last of the list too, which is read four places a step and
 // padded) sends the launch on to the full check. `bytes`: the struct's size; `map`: whether a map sits at offset 128.
-void expect_every_watched_place_seen(const char* name, std::size_t bytes, bool map, std::size_t watched) {
-  SCOPED_TRACE(name);
+void expect_every_watched_place_seen(const char* name, std::size_t bytes, bool map, std::size_t watched, bool wide) {
+  SCOPED_TRACE(std::string(name) + (wide ? ", 32 bytes at a time" : ", 16 bytes at a time"));
   const CUfunction f = define(name, {bytes});
   alignas(128) static uint8_t params[4160];
   std::memset(params, 0, sizeof params);
@@ -114,6 +115,7 @@ void expect_every_watched_place_seen(const char* name, std::size_t bytes, bool m
   ASSERT_EQ(e.at, MapsAt::kPairs);
   ASSERT_EQ(e.count, map ? 1u : 0u);
   ASSERT_EQ(e.watch_count, watched);
+  t_launch_thread.wide_compare = wide;  // the repeats' pass for this CPU, or the other one
   if (map) {
     register_thread();  // as the full check does: a registered thread keeps copies of clean launches
     const auto slot = [&](std::size_t) { return static_cast<const uint8_t*>(params + 128); };
@@ -139,8 +141,69 @@ void expect_every_watched_place_seen(const char* name, std::size_t bytes, bool m
 }
 
 TEST(Memo, EveryWatchedPlaceIsLookedAtOnEveryRepeat) {
-  expect_every_watched_place_seen("memo_kernel_watched_15", 1216, true, 15);  // 15: not a multiple of four
-  expect_every_watched_place_seen("memo_kernel_watched_64", 4160, false, kMaxWatched);
+  for (const bool wide : {false, true}) {
+    if (wide && !cpu_compares_wide()) continue;
+    const std::string w = wide ? "_wide" : "_narrow";
+    // Counts at both ends of the repeats' run of places: 2 and 3 (a parameter of 128 bytes or less is not searched),
+    // 15 (odd, with a map), 63 and all 64.
+    expect_every_watched_place_seen(("memo_kernel_watched_2" + w).c_str(), 192, false, 2, wide);
+    expect_every_watched_place_seen(("memo_kernel_watched_3" + w).c_str(), 256, false, 3, wide);
+    expect_every_watched_place_seen(("memo_kernel_watched_15" + w).c_str(), 1216, true, 15, wide);
+    expect_every_watched_place_seen(("memo_kernel_watched_63" + w).c_str(), 4096, false, 63, wide);
+    expect_every_watched_place_seen(("memo_kernel_watched_64" + w).c_str(), 4160, false, kMaxWatched, wide);
+  }
+}
+
+// A repeat passes by the entry's copy only when every byte of every map is the copy's: one bit changed in any byte
+// of any map fails the pass (its key is no clean key either), for maps in whole parameters and maps in a struct,
+// compared 16 and 32 bytes at a time.
+void expect_every_map_byte_compared(const char* name, bool in_struct, bool wide) {
+  SCOPED_TRACE(std::string(name) + (wide ? ", 32 bytes at a time" : ", 16 bytes at a time"));
+  constexpr std::size_t kMaps = 3;
+  alignas(128) static uint8_t whole[kMaps][kTensorMapBytes];
+  alignas(128) static uint8_t params[1024];
+  std::memset(params, 0, sizeof params);
+  const std::size_t struct_offset[kMaps] = {128, 384, 768};
+  uint8_t* map[kMaps];
+  for (std::size_t i = 0; i < kMaps; ++i) {
+    map[i] = in_struct ? params + struct_offset[i] : whole[i];
+    ASSERT_EQ(encode(half_map(0x7f0000000000 + (i << 20)), map[i]), 0);
+  }
+  const CUfunction f = in_struct ? define(name, {sizeof params}) : define(name, {8, 128, 128, 128});
+  int n = 4;
+  void* kernel_params_whole[] = {&n, whole[0], whole[1], whole[2]};
+  void* kernel_params_struct[] = {params};
+  void** kernel_params = in_struct ? kernel_params_struct : kernel_params_whole;
+  const LaunchArgs args = LaunchArgs::of_params(kernel_params);
+  MemoEntry& e = entry_without_audit(f, args);
+  ASSERT_EQ(e.at, in_struct ? MapsAt::kPairs : MapsAt::kParams);
+  ASSERT_EQ(e.count, kMaps);
+  t_launch_thread.wide_compare = wide;
+  register_thread();  // as the full check does: a registered thread keeps copies of clean launches
+  const auto slot = [&](std::size_t i) { return static_cast<const uint8_t*>(map[i]); };
+  uint64_t key = 0;
+  ASSERT_TRUE(launch_key(e.identity, g_hash_key, kMaps, slot, &key));
+  remember(e, key, slot, false);
+  LaunchView v;
+  v.f = f;
+  v.kernel_params = kernel_params;
+  ASSERT_TRUE(fast_pass(v)) << "a repeat of a clean launch did not pass";
+  for (std::size_t i = 0; i < kMaps; ++i)
+    for (std::size_t b = 0; b < kTensorMapBytes; ++b) {
+      map[i][b] ^= static_cast<uint8_t>(1u << (b % 8));
+      EXPECT_FALSE(fast_pass(v)) << "map " << i << " byte " << b << " changed and the repeat passed";
+      map[i][b] ^= static_cast<uint8_t>(1u << (b % 8));
+    }
+  EXPECT_TRUE(fast_pass(v)) << "the maps as they were, and the repeat did not pass";
+}
+
+TEST(Memo, EveryByteOfEveryMapIsComparedOnEveryRepeat) {
+  for (const bool wide : {false, true}) {
+    if (wide && !cpu_compares_wide()) continue;
+    const std::string w = wide ? "_wide" : "_narrow";
+    expect_every_map_byte_compared(("memo_kernel_bytes_whole" + w).c_str(), false, wide);
+    expect_every_map_byte_compared(("memo_kernel_bytes_struct" + w).c_str(), true, wide);
+  }
 }
 
 // A kernel launched once per layer on each layer's own tensors (a training step): after one round known by their
