@@ -237,18 +237,18 @@ __attribute__((noinline)) bool other_layer_pass(MemoEntry& e, void* const* kerne
 namespace {
 
 // W bytes of lanes: what one step of a copy's compare reads from each side (`loose`: as it lies in memory, at any
-// alignment).
+// alignment and under any type, as the compiler's own unaligned vector types are).
 template <std::size_t W>
 struct Lanes;
 template <>
 struct Lanes<16> {
   typedef uint64_t type __attribute__((vector_size(16)));
-  typedef uint64_t loose __attribute__((vector_size(16), aligned(1)));
+  typedef uint64_t loose __attribute__((vector_size(16), aligned(1), may_alias));
 };
 template <>
 struct Lanes<32> {
   typedef uint64_t type __attribute__((vector_size(32)));
-  typedef uint64_t loose __attribute__((vector_size(32), aligned(1)));
+  typedef uint64_t loose __attribute__((vector_size(32), aligned(1), may_alias));
 };
 
 // ORs the difference of a map's 128 bytes and its copy into `acc`, W bytes a step.
