@@ -1,9 +1,10 @@
 // tmaguard shim: comparing 128-byte tensor maps on the launch fast path, 16 bytes at a time (SSE2, every x86-64) or
-// 32 (AVX2, where the CPU and the OS offer it). The library is built for baseline x86-64; the AVX2 compare is inline
-// assembly, taken only when cpu_compares_wide() said so (CPUID and XGETBV), so that no AVX2 instruction runs on a
-// CPU without it and the wrapper stays one piece of straight-line code.
+// 32 (AVX2, where the CPU and the OS offer it). The library is built for baseline x86-64; the AVX2 compare is taken
+// only when cpu_compares_wide() said so (CPUID and XGETBV), so that no AVX2 instruction runs on a CPU without it:
+// inline assembly in code built for baseline x86-64, or the lanes below in a function compiled for AVX2.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace tmaguard {
@@ -12,22 +13,54 @@ namespace tmaguard {
 //! Asked once per process; cheap afterwards.
 bool cpu_compares_wide();
 
-//! 128 bytes equal, in eight 16-byte steps (every bit, word 2's bit 21 too).
-__attribute__((always_inline)) inline bool same_map_bytes_sse2(const uint8_t* a, const uint8_t* b) {
-  typedef uint64_t v2 __attribute__((vector_size(16)));
-  v2 d = {0, 0};
+//! W bytes of lanes: what one step of a compare reads from each side (`loose`: as it lies in memory, at any
+//! alignment and under any type, as the compiler's own unaligned vector types are). W = 32 only inside a function
+//! compiled for AVX2 (target("avx2")): elsewhere the compiler would split each step in two.
+template <std::size_t W>
+struct Lanes;
+template <>
+struct Lanes<16> {
+  typedef uint64_t type __attribute__((vector_size(16)));
+  typedef uint64_t loose __attribute__((vector_size(16), aligned(1), may_alias));
+};
+template <>
+struct Lanes<32> {
+  typedef uint64_t type __attribute__((vector_size(32)));
+  typedef uint64_t loose __attribute__((vector_size(32), aligned(1), may_alias));
+};
+
+//! ORs the difference of 128 bytes `a` and 128 bytes `b` into `acc`, W bytes a step.
+template <std::size_t W>
+__attribute__((always_inline)) inline void fold_difference(typename Lanes<W>::type& acc, const uint8_t* a,
+                                                           const uint8_t* b) {
+  using Loose = typename Lanes<W>::loose;
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    v2 x, y;
-    __builtin_memcpy(&x, a + 16 * i, 16);
-    __builtin_memcpy(&y, b + 16 * i, 16);
-    d |= x ^ y;
-  }
-  return (d[0] | d[1]) == 0;
+  for (std::size_t k = 0; k < 128; k += W)
+    acc |= *reinterpret_cast<const Loose*>(a + k) ^ *reinterpret_cast<const Loose*>(b + k);
 }
 
-//! 128 bytes equal, in four 32-byte steps (AVX2). Only where cpu_compares_wide(). Leaves the upper halves of the
-//! vector registers zero (vzeroupper), so that the SSE code after it pays no transition.
+//! Whether every lane is 0 (W = 32: one VPTEST, in the AVX2 function this is inlined into).
+template <std::size_t W>
+__attribute__((always_inline)) inline bool all_zero(typename Lanes<W>::type acc) {
+  if constexpr (W == 32) {
+    bool zero;
+    __asm__("vptest %1, %1" : "=@ccz"(zero) : "x"(acc));
+    return zero;
+  } else {
+    return (acc[0] | acc[1]) == 0;
+  }
+}
+
+//! 128 bytes equal, in eight 16-byte steps (every bit, word 2's bit 21 too).
+__attribute__((always_inline)) inline bool same_map_bytes_sse2(const uint8_t* a, const uint8_t* b) {
+  Lanes<16>::type d = {0, 0};
+  fold_difference<16>(d, a, b);
+  return all_zero<16>(d);
+}
+
+//! 128 bytes equal, in four 32-byte steps (AVX2), callable from code built for baseline x86-64 (a function compiled
+//! for AVX2 uses fold_difference<32> instead). Only where cpu_compares_wide(). Leaves the upper halves of the vector
+//! registers zero (vzeroupper), so that the SSE code after it pays no transition.
 __attribute__((always_inline)) inline bool same_map_bytes_avx2(const uint8_t* a, const uint8_t* b) {
   bool equal;
   __asm__(

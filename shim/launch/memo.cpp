@@ -232,47 +232,6 @@ __attribute__((noinline)) bool other_layer_pass(MemoEntry& e, void* const* kerne
   return counted_pass(e);
 }
 
-}  // namespace
-
-namespace {
-
-// W bytes of lanes: what one step of a copy's compare reads from each side (`loose`: as it lies in memory, at any
-// alignment and under any type, as the compiler's own unaligned vector types are).
-template <std::size_t W>
-struct Lanes;
-template <>
-struct Lanes<16> {
-  typedef uint64_t type __attribute__((vector_size(16)));
-  typedef uint64_t loose __attribute__((vector_size(16), aligned(1), may_alias));
-};
-template <>
-struct Lanes<32> {
-  typedef uint64_t type __attribute__((vector_size(32)));
-  typedef uint64_t loose __attribute__((vector_size(32), aligned(1), may_alias));
-};
-
-// ORs the difference of a map's 128 bytes and its copy into `acc`, W bytes a step.
-template <std::size_t W>
-__attribute__((always_inline)) inline void fold_difference(typename Lanes<W>::type& acc, const uint8_t* map,
-                                                           const uint8_t* copy) {
-  using Loose = typename Lanes<W>::loose;
-#pragma GCC unroll 8
-  for (std::size_t k = 0; k < kTensorMapBytes; k += W)
-    acc |= *reinterpret_cast<const Loose*>(map + k) ^ *reinterpret_cast<const Loose*>(copy + k);
-}
-
-// Whether every lane is 0 (W = 32: one VPTEST, in the AVX2 function this is inlined into).
-template <std::size_t W>
-__attribute__((always_inline)) inline bool all_zero(typename Lanes<W>::type acc) {
-  if constexpr (W == 32) {
-    bool zero;
-    __asm__("vptest %1, %1" : "=@ccz"(zero) : "x"(acc));
-    return zero;
-  } else {
-    return (acc[0] | acc[1]) == 0;
-  }
-}
-
 // Whether the entry's maps (map i at `at(i)`, nullptr: not readable) equal its copy. The first map is tested alone
 // (a kernel launched per layer differs from the copy there, and goes on to the ring at once); the others'
 // differences are OR-ed into one accumulator, tested once at the end.
