@@ -401,17 +401,19 @@ struct Read {
 
 std::vector<Read> reads_of(const KernelInfo& k, const LaunchArgs& args) {
   std::vector<Read> reads;
-  for (const MapPlace& p : k.audit.pointers) {
-    const uint8_t* word = reads.size() < kReadsPerLaunch ? args.bytes(k.layout, p, 8) : nullptr;
-    uint64_t v = 0;
-    if (word) std::memcpy(&v, word, 8);
-    if (v == 0) continue;
-    if (std::any_of(reads.begin(), reads.end(), [&](const Read& r) { return r.address == v; })) continue;
-    Range r;
-    if (!device_allocation(v, &r)) continue;  // not device memory the driver allocated: never read
-    const std::size_t n = std::min<uint64_t>(config().device_read_bytes, r.end - v);
-    if (n >= kTensorMapBytes) reads.push_back({p, v, n});
-  }
+  for (const PointerWords& run : k.audit.pointers)
+    for (uint32_t i = 0; i < run.words && reads.size() < kReadsPerLaunch; ++i) {
+      const MapPlace p = run.word(i);
+      const uint8_t* word = args.bytes(k.layout, p, 8);
+      uint64_t v = 0;
+      if (word) std::memcpy(&v, word, 8);
+      if (v == 0) continue;
+      if (std::any_of(reads.begin(), reads.end(), [&](const Read& r) { return r.address == v; })) continue;
+      Range r;
+      if (!device_allocation(v, &r)) continue;  // not device memory the driver allocated: never read
+      const std::size_t n = std::min<uint64_t>(config().device_read_bytes, r.end - v);
+      if (n >= kTensorMapBytes) reads.push_back({p, v, n});
+    }
   return reads;
 }
 
@@ -513,8 +515,14 @@ void plan_audit(KernelInfo& k, const KernelInfo* stale) {
     const bool in_map = std::any_of(k.maps.begin(), k.maps.end(), [&](const MapPlace& m) {
       return m.param == p.param && p.offset + 8 > m.offset && p.offset < m.offset + kTensorMapBytes;
     });
-    if (!in_map) k.audit.pointers.push_back(p);
+    if (in_map) continue;
+    PointerWords* last = k.audit.pointers.empty() ? nullptr : &k.audit.pointers.back();
+    if (last && last->param == p.param && last->offset + 8 * last->words == p.offset)
+      ++last->words;
+    else
+      k.audit.pointers.push_back({p.param, p.offset, 1});
   }
+  k.audit.pointers.shrink_to_fit();
   if (!k.audit.pointers.empty())
     k.audit.launches_left.store(
         stale ? stale->audit.launches_left.load(std::memory_order_relaxed) : config().device_audit,

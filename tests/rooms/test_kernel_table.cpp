@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fakecuda.h"
+#include "core/struct_search.h"
 #include "launch/device_audit.h"
 #include "launch/kernel_table.h"
 #include "runtime/runtime.h"
@@ -37,13 +38,51 @@ TEST(KernelTable, AKernelsFactsAreItsNameLayoutAndMapCandidates) {
 TEST(KernelTable, AKernelWithAPointerIsAuditedAndOneWithoutIsNot) {
   fakecuda_new_module(0);
   const KernelInfo* with = kernel_info(define("room_kernel_pointer", {128, 8, 4}), nullptr);
-  ASSERT_EQ(with->audit.pointers.size(), 1u);
-  EXPECT_EQ(with->audit.pointers[0].param, 1u);
+  ASSERT_EQ(with->audit.pointer_count(), 1u);
+  EXPECT_EQ(with->audit.pointers[0].word(0).param, 1u);
   EXPECT_EQ(with->audit.launches_left.load(), config().device_audit);
   EXPECT_TRUE(audit_due(*with));
   const KernelInfo* without = kernel_info(define("room_kernel_no_pointer", {128, 4}), nullptr);
   EXPECT_TRUE(without->audit.pointers.empty());
   EXPECT_FALSE(audit_due(*without)) << "a kernel without device addresses in its parameters has nothing to read back";
+}
+
+// A kernel's facts keep each list as long as it is.
+TEST(KernelTable, AKernelsListsAreAsLongAsTheyAre) {
+  fakecuda_new_module(0);
+  const KernelInfo* k =
+      kernel_info(define("room_kernel_fitted_lists", {4, 128, 128, 128, 4, 128, 128, 128, 8}), nullptr);
+  EXPECT_EQ(k->layout.sizes.capacity(), 9u) << "the layout kept the room it grew into";
+  EXPECT_EQ(k->layout.offsets.capacity(), 9u);
+  EXPECT_EQ(k->maps.capacity(), 6u);
+}
+
+// The places of a struct that may hold device addresses are kept as runs of words, the words of a map found there
+// left out: a 1024-byte struct with a map at byte 128 is words 0-15 and, up to the 64 places read, words 32-63.
+TEST(KernelTable, AStructsPointerPlacesAreRunsAroundItsMaps) {
+  fakecuda_new_module(0);
+  const CUfunction f = define("room_kernel_struct_pointer_runs", {1024});
+  EncodeArgs a;
+  a.dtype = 6;
+  a.rank = 2;
+  a.address = 0x7f0000000000;
+  a.dims = {64, 64};
+  a.strides = {128};
+  a.box = {64, 64};
+  a.element_strides = {1, 1};
+  alignas(64) uint8_t params[1024] = {};
+  ASSERT_EQ(encode(a, params + 128), 0);
+  void* kernel_params[] = {params};
+  const LaunchArgs args = LaunchArgs::of_params(kernel_params);
+  const KernelInfo* k = kernel_info(f, &args);
+  ASSERT_EQ(k->maps.size(), 1u);
+  ASSERT_EQ(k->audit.pointers.size(), 2u);
+  EXPECT_EQ(k->audit.pointers[0].offset, 0u);
+  EXPECT_EQ(k->audit.pointers[0].words, 16u);
+  EXPECT_EQ(k->audit.pointers[1].offset, 256u);
+  EXPECT_EQ(k->audit.pointers[1].words, 32u);
+  EXPECT_EQ(k->audit.pointer_count(), 48u);
+  EXPECT_EQ(k->audit.pointers[1].word(31).offset, 504u);
 }
 
 TEST(KernelTable, AStructWithoutBytesWaitsForASearch) {
