@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "base/counters.h"
+#include "base/facts_memory.h"
 #include "driver/driver.h"
 #include "base/fork_locks.h"
 #include "launch/device_audit.h"
@@ -77,6 +78,7 @@ std::mutex& index_lock() {
 }
 
 void index_insert(const KernelInfo* k, uintptr_t key, std::size_t slot, bool overflow) {
+  FactsScope facts;  // kept as long as the kernel: from pages populated ahead (facts_memory.h)
   std::lock_guard<std::mutex> lock(index_lock());
   if (!g_by_owner) g_by_owner = new std::unordered_map<const void*, std::deque<Indexed>>;
   (*g_by_owner)[k->owner].push_back({key, slot, overflow});
@@ -258,6 +260,7 @@ void fit(KernelInfo* k) {
 // `stale`: the facts this search replaces (its search count and watched places carry over), or nullptr.
 const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* stale = nullptr) {
   const unsigned searches = stale ? stale->searches : 0;
+  FactsScope facts;  // the facts, and what building them takes, from pages populated ahead (facts_memory.h)
   auto* k = new KernelInfo;
   static std::atomic<uint64_t> serials{0};  // never reused, unlike the record's address after an unload frees it
   k->serial = serials.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -378,7 +381,10 @@ const KernelInfo* kernel_info(CUfunction f, const LaunchArgs* args, bool* built_
   auto it = g_overflow->find(key);
   if (it != g_overflow->end()) return it->second;
   const KernelInfo* built = build(f, args);
-  (*g_overflow)[key] = built;
+  {
+    FactsScope facts;
+    (*g_overflow)[key] = built;
+  }
   index_insert(built, key, 0, true);
   made = true;
   return built;

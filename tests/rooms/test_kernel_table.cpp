@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fakecuda.h"
+#include "base/facts_memory.h"
 #include "core/struct_search.h"
 #include "launch/device_audit.h"
 #include "launch/kernel_table.h"
@@ -47,11 +48,16 @@ TEST(KernelTable, AKernelWithAPointerIsAuditedAndOneWithoutIsNot) {
   EXPECT_FALSE(audit_due(*without)) << "a kernel without device addresses in its parameters has nothing to read back";
 }
 
-// A kernel's facts keep each list as long as it is.
-TEST(KernelTable, AKernelsListsAreAsLongAsTheyAre) {
+// A kernel's facts live in the facts memory (pages prepared ahead: no page fault on a first launch), each list as
+// long as it is.
+TEST(KernelTable, AKernelsFactsLiveInTheFactsMemory) {
   fakecuda_new_module(0);
   const KernelInfo* k =
-      kernel_info(define("room_kernel_fitted_lists", {4, 128, 128, 128, 4, 128, 128, 128, 8}), nullptr);
+      kernel_info(define("room_kernel_facts_memory_with_a_long_name", {4, 128, 128, 128, 4, 128, 128, 128, 8}), nullptr);
+  EXPECT_TRUE(facts_owns(k));
+  EXPECT_TRUE(facts_owns(k->name.data()));
+  EXPECT_TRUE(facts_owns(k->layout.sizes.data()));
+  EXPECT_TRUE(facts_owns(k->maps.data()));
   EXPECT_EQ(k->layout.sizes.capacity(), 9u) << "the layout kept the room it grew into";
   EXPECT_EQ(k->layout.offsets.capacity(), 9u);
   EXPECT_EQ(k->maps.capacity(), 6u);
