@@ -293,7 +293,7 @@ Range own_range() {
 
 }  // namespace
 
-RawCallSite capture_raw_call_site(StackMode mode, std::size_t max_native) {
+RawCallSite capture_raw_call_site(StackMode mode, std::size_t max_native, bool recent_look) {
   RawCallSite raw;
   if (mode == StackMode::kNative || mode == StackMode::kAll) {
     raw.native = true;
@@ -306,7 +306,7 @@ RawCallSite capture_raw_call_site(StackMode mode, std::size_t max_native) {
       raw.pcs[raw.n++] = u.pcs[i];
     }
   }
-  if (mode == StackMode::kPython || mode == StackMode::kAll) read_python_raw(raw.python);
+  if (mode == StackMode::kPython || mode == StackMode::kAll) read_python_raw(raw.python, recent_look);
   return raw;
 }
 

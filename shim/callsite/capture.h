@@ -22,8 +22,8 @@ struct RawCallSite {
   RawPython python;
 };
 //! `max_native`: how many native frames at most (the device audit takes fewer than a finding: unwinding costs a few
-//! microseconds a frame).
-RawCallSite capture_raw_call_site(StackMode mode, std::size_t max_native = 32);
+//! microseconds a frame); `recent_look`: read_python_raw's (python_frames.h).
+RawCallSite capture_raw_call_site(StackMode mode, std::size_t max_native = 32, bool recent_look = false);
 //! Names a raw call site: modules, symbols, build ids, files and lines (a millisecond or two, for a finding only).
 CallSite resolve_call_site(const RawCallSite& raw);
 //! The calling thread's call site, as `mode` asks (kOff: nothing taken), named; its cost goes to the summary.

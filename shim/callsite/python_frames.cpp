@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -162,15 +163,28 @@ unsigned long long loader_loads() {
   return n;
 }
 
+// Whether kPythonRelookMs passed since the last time this said yes (then the next window starts now).
+bool relook_due() {
+  static std::atomic<int64_t> next_ms{0};
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  const int64_t now = static_cast<int64_t>(t.tv_sec) * 1000 + t.tv_nsec / 1000000;
+  int64_t due = next_ms.load(std::memory_order_relaxed);
+  return now >= due && next_ms.compare_exchange_strong(due, now + kPythonRelookMs, std::memory_order_relaxed);
+}
+
 // The interpreter as last found. One that was not there is looked for again after the loader loads anything more
-// (at most kLooks times: each look that finds none is kept, since raw call sites point into its note).
-const Interpreter& interpreter() {
+// (at most kLooks times: each look that finds none is kept, since raw call sites point into its note); with
+// `recent_look`, the loader is asked at most every kPythonRelookMs.
+const Interpreter& interpreter(bool recent_look) {
   constexpr int kLooks = 64;
   static std::atomic<Interpreter*> cached{nullptr};
   static std::atomic<unsigned long long> loads_then{0};
   static std::atomic<int> looks{0};
   Interpreter* in = cached.load(std::memory_order_acquire);
   if (in && (in->note != kNoInterpreter || looks.load(std::memory_order_relaxed) >= kLooks)) return *in;
+  const bool due = relook_due();  // every look starts a window
+  if (in && recent_look && !due) return *in;
   const unsigned long long loads = loader_loads();
   if (in && loads == loads_then.load(std::memory_order_relaxed)) return *in;
   Interpreter* fresh = discover();
@@ -281,10 +295,10 @@ uintptr_t read_word(uintptr_t address) {
 }
 }  // namespace
 
-bool read_python_raw(RawPython& raw) {
+bool read_python_raw(RawPython& raw, bool recent_look) {
   raw = RawPython{};
   raw.taken = true;
-  const Interpreter& in = interpreter();
+  const Interpreter& in = interpreter(recent_look);
   if (!in.note.empty()) {
     raw.note = in.note.c_str();
     return false;
@@ -332,7 +346,7 @@ void resolve_python(const RawPython& raw, CallSite& site) {
   if (!raw.taken) return;
   site.python_taken = true;
   if (raw.note) site.python_note = raw.note;
-  const Interpreter& in = interpreter();
+  const Interpreter& in = interpreter(false);
   for (std::size_t i = 0; i < raw.n && in.layout; ++i) {
     PythonFrame pf;
     if (!read_frame(in, raw.frames[i].code, raw.frames[i].instr, pf)) {

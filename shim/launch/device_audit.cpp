@@ -426,7 +426,7 @@ RawCallSite site_if_slot_free(bool every) {
     std::lock_guard<std::mutex> peek(audit_lock());
     slot_free = !g_free || !g_free->empty();
   }
-  return slot_free ? capture_raw_call_site(config().stack, 12) : RawCallSite{};
+  return slot_free ? capture_raw_call_site(config().stack, 12, true) : RawCallSite{};
 }
 
 // The slot's event, made in the launch's context (one of another context is destroyed first). False: no event.
