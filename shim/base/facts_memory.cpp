@@ -210,8 +210,11 @@ void* preparer(void*) {
 
 // Starts the preparer (the first time spans run low). No thread: no preparer (allocating threads populate).
 void start_preparer() {
+  const int depth = t_depth;
+  t_depth = 0;  // the preparer's own lock and wake are not facts (blocks in use count only those)
   auto* sleep_lock = new (std::nothrow) std::mutex;
   auto* wake = new (std::nothrow) std::condition_variable;
+  t_depth = depth;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
