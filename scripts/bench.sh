@@ -29,6 +29,8 @@ echo "== resident memory over ${ENCODES:-10000000} distinct encodes through tmag
 LD_PRELOAD="$build/libtmaguard.so" "$build/tests/encode_memory" "${ENCODES:-10000000}"
 echo "== the same without tmaguard"
 "$build/tests/encode_memory" "${ENCODES:-10000000}"
+echo "== what a page the process never used costs here (tests/bench/page_cost: why kernels' facts have pages of their own)"
+"$build/tests/page_cost"
 echo "== distinct kernels: memory per known kernel and a kernel's first launch, through tmaguard (${KERNELS:-100000} kernels)"
 LD_PRELOAD="$build/libtmaguard.so" "$build/tests/kernel_memory" "${KERNELS:-100000}" 2>/dev/null
 echo "== the same without tmaguard"

@@ -1020,6 +1020,29 @@ def launch_threads():
                "; ".join(parts))
 
 
+def first_launch():
+    """Informational: what a page the process never used costs on this host (tests/bench/page_cost), and 100,000 first
+    launches of distinct kernels through the stand-in driver on this host's CPU (tests/bench/kernel_memory: half FA4
+    signatures, half 1792-byte structs), this build and --baseline-lib in turn: the facts memory's reason and effect
+    on a GPU host's own VM (the stand-in: the real driver cannot define 100,000 kernels)."""
+    tests = os.path.join(ARGS.build, "tests")
+    page_cost, kernels = os.path.join(tests, "page_cost"), os.path.join(tests, "kernel_memory")
+    stand_in = {"LD_LIBRARY_PATH": os.path.join(tests, "fake_cuda")}
+    if not (os.path.exists(page_cost) and os.path.exists(kernels)):
+        record("first launch (informational)", "programs", False, f"{page_cost} or {kernels} missing")
+        return
+    p, _, _ = run([page_cost], guarded=False)
+    record("first launch (informational)", "page cost", p.returncode == 0, p.stdout.strip() or p.stderr[-300:])
+    who = [("this build", None)] + ([("baseline", ARGS.baseline_lib)] if ARGS.baseline_lib else [])
+    for rep in range(ARGS.repeats):
+        for name, lib in (who if rep % 2 == 0 else list(reversed(who))):
+            p, _, _ = run([kernels, "100000"], guarded=True, lib=lib, extra_env=stand_in)
+            fields = " ".join(re.findall(r"(?:per_kernel_bytes|first_us_\w+|fa4_us_\w+|struct_us_\w+)=[\d.]+",
+                                         p.stdout))
+            record("first launch (informational)", f"{name}, process {rep}", p.returncode == 0 and bool(fields),
+                   fields or f"exit={p.returncode} stderr={p.stderr[-300:]!r}")
+
+
 def ranks():
     """Multi-rank jobs under torchrun (two ranks sharing the one GPU, no collectives), preloaded the documented way
     (scripts/tmaguard ... -- torchrun ...), with the fleet's paths: one log per rank named by host, rank and pid, one
@@ -1194,8 +1217,8 @@ def main():
     sections = {"fa4": fa4_matrix, "fa4_family": fa4_family, "callsite": callsite, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm, "cudnn": cudnn_sdpa,
                 "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
                 "tensors": declared_tensors, "overhead": overhead, "probe": launch_probe, "threads": launch_threads,
-                "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}
-    optional = {"e2e_control", "installed", "probe", "threads"}
+                "first_launch": first_launch, "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}
+    optional = {"e2e_control", "installed", "probe", "threads", "first_launch"}
     for name, fn in sections.items():
         if (ARGS.only and name not in ARGS.only.split(",")) or (not ARGS.only and name in optional):
             continue
