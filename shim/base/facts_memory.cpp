@@ -39,8 +39,8 @@ static_assert(kSegment % kSpan == 0 && kSpan % kFactsLargest == 0 && kSizes <= 2
 thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 // The facts memory's lock: held for a few dozen instructions (a block taken or given back, a span claimed), by
-// threads building kernels' facts and by the preparer; a first launch takes it about 70 times, where a
-// pthread mutex's lock and unlock cost a microsecond between them.
+// threads building kernels' facts and by the preparer. A first launch takes it about 70 times: as a pthread mutex,
+// about a microsecond of the launch.
 class SpinLock {
  public:
   void lock() {
