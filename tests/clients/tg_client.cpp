@@ -7,16 +7,50 @@
 //   SCENARIO: a row of the scenario tables (scenarios_*.cpp)
 // Scenarios print "RESULT ok=N failed=M ran=R via=V"; the exit status is 0 when every launch succeeded, 3 when one
 // returned an error, 2 on a usage or setup error.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "client.h"
 #include "fakecuda.h"
+
+// TG_PRINT_THREADS=1: the process's threads at the end, one line each: "THREAD <name> policy=<n> sigblk=<hex>"; with
+// TG_PRINT_THREADS=NAME, first waits (at most 5 s) until a thread of that name exists (a thread names itself once it
+// runs).
+static void print_threads() {
+  const char* want = std::getenv("TG_PRINT_THREADS");
+  if (!want) return;
+  for (int tries = 0; tries < 500; ++tries) {
+    std::string listing;
+    bool found = std::string(want) == "1";
+    if (DIR* d = opendir("/proc/self/task")) {
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        const std::string task = std::string("/proc/self/task/") + e->d_name;
+        std::string name, line, sigblk;
+        std::ifstream(task + "/comm") >> name;
+        for (std::ifstream status(task + "/status"); std::getline(status, line);)
+          if (line.rfind("SigBlk:", 0) == 0) sigblk = line.substr(line.find_first_not_of(" \t", 7));
+        found = found || name == want;
+        listing += "THREAD " + name + " policy=" + std::to_string(sched_getscheduler(std::atoi(e->d_name))) +
+                   " sigblk=" + sigblk + "\n";
+      }
+      closedir(d);
+    }
+    if (found || tries == 499) {
+      std::fputs(listing.c_str(), stdout);
+      return;
+    }
+    usleep(10 * 1000);
+  }
+}
 
 // The whole client; main() below, or tg_client_run() in libtg_client.so (a job that calls the scenarios from Python
 // through ctypes).
@@ -24,6 +58,7 @@ static int tg_client_main(int argc, char** argv) {
   using namespace client;
   if (argc >= 2 && std::string(argv[1]) == "nocuda") {
     std::printf("no CUDA here\n");
+    print_threads();
     return 0;
   }
   if (argc < 4) die("usage: tg_client PATH ENTRY SCENARIO [--cukernel] [--extra] [--inline | --cute]");
@@ -73,7 +108,9 @@ static int tg_client_main(int argc, char** argv) {
   reinterpret_cast<decltype(&fakecuda_register_memory)>(fake_api("fakecuda_register_memory"))(0x7f0000000000ULL,
                                                                                               1ULL << 30);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  return sc->run();
+  const int rc = sc->run();
+  print_threads();
+  return rc;
 }
 
 #ifdef TG_CLIENT_LIBRARY

@@ -27,6 +27,42 @@ TEST(Hygiene, ProcessThatNeverTouchesCudaSeesNothing) {
   EXPECT_TRUE(sh.err.empty()) << sh.err;
 }
 
+// The line `tg_client` printed for its thread `name` (TG_PRINT_THREADS), or "".
+std::string thread_line(const std::string& out, const std::string& name) {
+  const std::size_t at = out.find("THREAD " + name + " ");
+  return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+// Whether a thread's line says it blocks the signals a job handles.
+bool blocks_job_signals(const std::string& line) {
+  const std::size_t blk = line.find("sigblk=");
+  if (blk == std::string::npos) return false;
+  const unsigned long long blocked = std::stoull(line.substr(blk + 7), nullptr, 16);
+  for (const int sig : {SIGINT, SIGTERM, SIGUSR1, SIGCHLD, SIGPIPE, SIGALRM})
+    if (!(blocked & (1ull << (sig - 1)))) return false;
+  return true;
+}
+
+// tmaguard starts no thread at load: a process that never touches CUDA keeps its one thread. The first kernel's facts
+// start the preparer (tmaguard-facts, SCHED_BATCH), the first device read the audit's worker (tmaguard-audit); a job's
+// signal handler never runs on either.
+TEST(Hygiene, TmaguardsThreadsStartWithTheirWorkNotAtLoad) {
+  const ProcessResult idle =
+      run_process({TG_CLIENT, "nocuda"}, {{"LD_PRELOAD", TG_LIB}, {"TG_PRINT_THREADS", "1"}});
+  ASSERT_TRUE(idle.exited && idle.code == 0) << idle.err;
+  EXPECT_EQ(std::count(idle.out.begin(), idle.out.end(), '\n'), 2) << "a thread beside the job's one:\n" << idle.out;
+  const ClientRun r = run_client({"dlsym", "launch", "fa4_ok"}, {{"TG_PRINT_THREADS", "tmaguard-facts"}});
+  ASSERT_EQ(r.p.code, 0) << describe(r);
+  const std::string facts = thread_line(r.p.out, "tmaguard-facts");
+  ASSERT_FALSE(facts.empty()) << r.p.out;
+  EXPECT_NE(facts.find(" policy=3 "), std::string::npos) << "not SCHED_BATCH: " << facts;
+  EXPECT_TRUE(blocks_job_signals(facts)) << facts;
+  const ClientRun d = run_client({"getproc", "launch", "device_desc"}, {{"TG_PRINT_THREADS", "tmaguard-audit"}});
+  const std::string audit = thread_line(d.p.out, "tmaguard-audit");
+  ASSERT_FALSE(audit.empty()) << d.p.out;
+  EXPECT_TRUE(blocks_job_signals(audit)) << audit;
+}
+
 // A value tmaguard cannot understand stops the job before its first launch, like a broken rules file: one line
 // naming it and the way out, exit status 78, nothing launched.
 TEST(Hygiene, BadValueStopsTheJobBeforeItsFirstLaunch) {
