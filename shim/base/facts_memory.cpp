@@ -7,7 +7,6 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/mman.h>
 
 #include <atomic>
@@ -188,11 +187,7 @@ bool prepare_round() {
 // The preparer's thread: rounds while there is work, then sleeps until an allocating thread finds fewer than
 // kReadyLow spans ready.
 void* preparer(void*) {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the job's handlers never run on this thread
-  become_tmaguard_thread();
-  pthread_setname_np(pthread_self(), "tmaguard-facts");
+  become_tmaguard_thread("tmaguard-facts");
   // SCHED_BATCH: woken by an allocating thread, it does not preempt it (nor any thread of the job) to run.
   const sched_param batch{};
   pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch);

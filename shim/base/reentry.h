@@ -6,6 +6,9 @@
 // summary and device-audit threads) is inside tmaguard for its whole life.
 #pragma once
 
+#include <pthread.h>
+#include <signal.h>
+
 #include "base/launch_words.h"
 
 namespace tmaguard {
@@ -29,7 +32,15 @@ class InsideTmaguard {
   bool nested_;
 };
 
-//! A thread tmaguard started: whatever it calls passes through tmaguard's wrappers, for its whole life.
-inline void become_tmaguard_thread() { t_launch_thread.reentry_depth = 1; }
+//! A thread tmaguard started, called first thing on it: whatever it calls passes through tmaguard's wrappers for its
+//! whole life, it blocks every signal (the job's handlers never run on it) and it is named `name` ("tmaguard-...",
+//! what ps and a debugger show).
+inline void become_tmaguard_thread(const char* name) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+  t_launch_thread.reentry_depth = 1;
+  pthread_setname_np(pthread_self(), name);
+}
 
 }  // namespace tmaguard

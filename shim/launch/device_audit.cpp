@@ -2,7 +2,6 @@
 #include "launch/device_audit.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
@@ -236,11 +235,7 @@ void judge_claimed(ReadSlot& s, CUresult event_state) {
 }
 
 void* worker(void*) {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the job's handlers never run on this thread
-  become_tmaguard_thread();
-  pthread_setname_np(pthread_self(), "tmaguard-audit");
+  become_tmaguard_thread("tmaguard-audit");
   auto exchange = TG_REAL(cuThreadExchangeStreamCaptureMode);
   CUstreamCaptureMode relaxed_mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   if (exchange) exchange(&relaxed_mode);

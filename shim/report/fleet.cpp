@@ -153,11 +153,7 @@ void summary_turn(bool woken, char msg, uint64_t& last) {
 }
 
 void* summary_thread(void*) {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);  // the job's handlers never run on this thread
-  become_tmaguard_thread();                   // its own writes never enter tmaguard's wrappers
-  pthread_setname_np(pthread_self(), "tmaguard-sum");
+  become_tmaguard_thread("tmaguard-sum");  // its own writes never enter tmaguard's wrappers
   const uint64_t interval = g_fleet_cfg->summary_interval_s;
   uint64_t last = 0;
   for (;;) {

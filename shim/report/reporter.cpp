@@ -226,11 +226,7 @@ uint64_t overruns(const Reporter& rep) { return rep.pool ? (*rep.pool)->overrun_
 
 // The log thread: signals blocked (the job's handlers never run on it), tmaguard's wrappers pass through on it.
 void log_thread_start() {
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
-  become_tmaguard_thread();
-  pthread_setname_np(pthread_self(), "tmaguard-log");
+  become_tmaguard_thread("tmaguard-log");
 }
 
 // Caller holds g_mu. The first record makes the log thread and the async logger over the sink; where no thread can

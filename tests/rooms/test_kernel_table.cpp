@@ -10,6 +10,7 @@
 #include "core/struct_search.h"
 #include "launch/device_audit.h"
 #include "launch/kernel_table.h"
+#include "room_maps.h"
 #include "runtime/runtime.h"
 
 namespace tmaguard {
@@ -68,16 +69,8 @@ TEST(KernelTable, AKernelsFactsLiveInTheFactsMemory) {
 TEST(KernelTable, AStructsPointerPlacesAreRunsAroundItsMaps) {
   fakecuda_new_module(0);
   const CUfunction f = define("room_kernel_struct_pointer_runs", {1024});
-  EncodeArgs a;
-  a.dtype = 6;
-  a.rank = 2;
-  a.address = 0x7f0000000000;
-  a.dims = {64, 64};
-  a.strides = {128};
-  a.box = {64, 64};
-  a.element_strides = {1, 1};
   alignas(64) uint8_t params[1024] = {};
-  ASSERT_EQ(encode(a, params + 128), 0);
+  ASSERT_EQ(encode(half_map(0x7f0000000000), params + 128), 0);
   void* kernel_params[] = {params};
   const LaunchArgs args = LaunchArgs::of_params(kernel_params);
   const KernelInfo* k = kernel_info(f, &args);

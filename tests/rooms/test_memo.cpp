@@ -13,6 +13,7 @@
 #include "base/map_compare.h"
 #include "core/struct_search.h"
 #include "launch/memo.h"
+#include "room_maps.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
@@ -26,19 +27,6 @@ std::array<uint8_t, kTensorMapBytes> some_map(uint8_t fill) {
   std::array<uint8_t, kTensorMapBytes> b{};
   b.fill(fill);
   return b;
-}
-
-// A float16 2-D map over (64, 64) at `address`, as the driver encodes it.
-EncodeArgs half_map(uint64_t address) {
-  EncodeArgs a;
-  a.dtype = 6;  // float16
-  a.rank = 2;
-  a.address = address;
-  a.dims = {64, 64};
-  a.strides = {128};
-  a.box = {64, 64};
-  a.element_strides = {1, 1};
-  return a;
 }
 
 // This thread's entry for `f`, the kernel done with the device audit's launches (not what these tests are about).

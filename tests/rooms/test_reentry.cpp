@@ -32,7 +32,7 @@ TEST(Reentry, ScopesNestAndEndWhereTheyBegan) {
 TEST(Reentry, AThreadOfTmaguardsOwnIsInsideForItsWholeLife) {
   bool inside = false, nested = false;
   std::thread([&] {
-    become_tmaguard_thread();
+    become_tmaguard_thread("tmaguard-test");
     inside = inside_tmaguard();
     const HookScope wrapper;
     nested = wrapper.nested();
