@@ -3,7 +3,7 @@
 // A thread is inside tmaguard while it runs one of tmaguard's wrappers or steps (depth > 0). A driver call made from
 // there (tmaguard's own, or the driver calling back) passes straight through every wrapper; a launch made there (a
 // signal handler that launches) is counted and said later (runtime.h: HookScope). A thread tmaguard starts (its log,
-// summary and device-audit threads) is inside tmaguard for its whole life.
+// summary, device-audit and facts threads) is inside tmaguard for its whole life.
 #pragma once
 
 #include <pthread.h>
