@@ -119,7 +119,6 @@ bool next_segment() {
   g_segment_count.store(n + 1, std::memory_order_release);
   g_next_span = g_segments[n];
   g_segment_end = g_next_span + kSegment;
-  g_stats.mapped += kSegment;
   return true;
 }
 
@@ -129,7 +128,6 @@ int claim_spans(int most, uintptr_t* first) {
   const int n = static_cast<int>(std::min<std::size_t>(most, (g_segment_end - g_next_span) / kSpan));
   *first = g_next_span;
   g_next_span += n * kSpan;
-  g_stats.handed_out += n * kSpan;
   return n;
 }
 
@@ -146,7 +144,6 @@ bool new_span(std::size_t c) {
     ++g_stats.spans_ready_taken;
   } else {
     if (claim_spans(1, &span) == 0) return false;
-    ++g_stats.spans_populated_here;
     if (g_stats.populate_works) g_stats.populate_works = populate(span, kSpan);
   }
   const int seg = segment_of(span);

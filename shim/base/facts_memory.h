@@ -45,14 +45,11 @@ bool facts_free(void* p);
 bool facts_owns(const void* p);
 
 struct FactsStats {
-  std::size_t mapped = 0;                // bytes mapped (whole segments)
-  std::size_t handed_out = 0;            // bytes of spans claimed (ready, being prepared, or given to a size)
-  std::size_t in_use = 0;                // bytes in blocks not freed
-  uint64_t spans_prepared = 0;           // spans the preparer made ready
-  uint64_t spans_ready_taken = 0;        // spans an allocating thread found ready
-  uint64_t spans_populated_here = 0;     // spans an allocating thread populated itself (none was ready)
-  std::size_t spans_ready = 0;           // ready now
-  bool populate_works = true;            // false: the kernel refused MADV_POPULATE_WRITE (pages fault on first use)
+  std::size_t in_use = 0;          // bytes in blocks not freed
+  uint64_t spans_prepared = 0;     // spans the preparer made ready
+  uint64_t spans_ready_taken = 0;  // spans an allocating thread found ready
+  std::size_t spans_ready = 0;     // ready now
+  bool populate_works = true;      // false: the kernel refused MADV_POPULATE_WRITE (pages fault on first use)
 };
 FactsStats facts_stats();
 
