@@ -183,7 +183,7 @@ const Interpreter& interpreter(bool recent_look) {
   static std::atomic<int> looks{0};
   Interpreter* in = cached.load(std::memory_order_acquire);
   if (in && (in->note != kNoInterpreter || looks.load(std::memory_order_relaxed) >= kLooks)) return *in;
-  const bool due = relook_due();  // every look starts a window
+  const bool due = relook_due();  // a look made once the window is over starts the next one
   if (in && recent_look && !due) return *in;
   const unsigned long long loads = loader_loads();
   if (in && loads == loads_then.load(std::memory_order_relaxed)) return *in;
