@@ -71,7 +71,7 @@ void fork_parent() { g_mu.unlock(); }
 void fork_child() {
   // The child starts its own account: its summary covers what it did after fork. Only the forking thread lives on.
   g_exited = Counts{};
-  zero(t_launch_thread);
+  zero(t_launch_tls.thread);
   for (auto& a : g_audit) a.store(0, std::memory_order_relaxed);
   for (auto& a : g_audit_skipped) a.store(0, std::memory_order_relaxed);
   for (auto& a : g_unchecked) a.store(0, std::memory_order_relaxed);
@@ -80,7 +80,7 @@ void fork_child() {
   g_site_ns.store(0, std::memory_order_relaxed);
   if (g_threads) {
     g_threads->clear();
-    if (t_launch_thread.registered) g_threads->push_back(&t_launch_thread);
+    if (t_launch_tls.thread.registered) g_threads->push_back(&t_launch_tls.thread);
   }
   g_mu.unlock();
 }
@@ -149,12 +149,12 @@ bool counters_init() {
 }
 
 void register_thread() {
-  if (t_launch_thread.registered) return;
+  if (t_launch_tls.thread.registered) return;
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_threads) return;
-  g_threads->push_back(&t_launch_thread);
-  t_launch_thread.registered = 1;
-  pthread_setspecific(g_key, &t_launch_thread);
+  g_threads->push_back(&t_launch_tls.thread);
+  t_launch_tls.thread.registered = 1;
+  pthread_setspecific(g_key, &t_launch_tls.thread);
 }
 
 uint32_t oldest_thread_epoch(uint32_t now) {

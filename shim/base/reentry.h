@@ -14,19 +14,19 @@
 namespace tmaguard {
 
 //! Whether this thread is inside tmaguard (a wrapper, a memo step, or a thread of tmaguard's own).
-__attribute__((always_inline)) inline bool inside_tmaguard() { return t_launch_thread.reentry_depth != 0; }
+__attribute__((always_inline)) inline bool inside_tmaguard() { return t_launch_tls.thread.reentry_depth != 0; }
 
 //! A scope of tmaguard's own work on this thread: entered, it counts as inside tmaguard until it ends.
 class InsideTmaguard {
  public:
-  InsideTmaguard() : nested_(t_launch_thread.reentry_depth++ > 0) {}
-  ~InsideTmaguard() { --t_launch_thread.reentry_depth; }
+  InsideTmaguard() : nested_(t_launch_tls.thread.reentry_depth++ > 0) {}
+  ~InsideTmaguard() { --t_launch_tls.thread.reentry_depth; }
   InsideTmaguard(const InsideTmaguard&) = delete;
   InsideTmaguard& operator=(const InsideTmaguard&) = delete;
   //! This thread was inside tmaguard already when the scope began.
   bool nested() const { return nested_; }
   //! The scope is the outermost one of this thread (it ends the thread's time inside tmaguard).
-  static bool outermost() { return t_launch_thread.reentry_depth == 1; }
+  static bool outermost() { return t_launch_tls.thread.reentry_depth == 1; }
 
  private:
   bool nested_;
@@ -39,7 +39,7 @@ inline void become_tmaguard_thread(const char* name) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
-  t_launch_thread.reentry_depth = 1;
+  t_launch_tls.thread.reentry_depth = 1;
   pthread_setname_np(pthread_self(), name);
 }
 

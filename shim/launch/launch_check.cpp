@@ -279,7 +279,7 @@ void judge_declared(std::string_view kernel, const std::vector<int>& which, cons
 }
 
 Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
-  LaunchThread& t = t_launch_thread;
+  LaunchThread& t = t_launch_tls.thread;
   register_thread();
   bump(t.launches_seen);
   const bool inspecting = mode() == Mode::kInspect;
@@ -323,7 +323,7 @@ thread_local const void* t_nested_f __attribute__((tls_model("initial-exec"))) =
 // The launches this thread made inside another tmaguard call, said once the outer call ended (runtime.h): which
 // kernel, how many; once per kernel (the summary counts them all).
 void report_nested() {
-  const uint32_t n = t_launch_thread.nested_unreported;
+  const uint32_t n = t_launch_tls.thread.nested_unreported;
   const void* f = t_nested_f;
   if (!n || !f) return;
   try {
@@ -387,7 +387,7 @@ Verdict check_launch(const Intercepted& call, const LaunchView& launch, const Ke
     // here. Counted (one atomic add), said when the outer call ends.
     if (armed_already()) {
       count_unchecked(Unchecked::kNested);
-      ++t_launch_thread.nested_unreported;
+      ++t_launch_tls.thread.nested_unreported;
       t_nested_f = launch.f;
       static std::atomic<bool> hooked{false};
       if (!hooked.load(std::memory_order_relaxed) && !hooked.exchange(true)) on_nested_launches(report_nested);

@@ -12,7 +12,6 @@
 
 namespace tmaguard {
 
-thread_local MemoThread t_memo __attribute__((tls_model("initial-exec")));
 
 namespace {
 
@@ -34,28 +33,31 @@ std::atomic<uint64_t> g_map_hashes[kMapHashes];
 // Block `b`'s ring goes (its copies were clean for the kernel the entry held).
 void drop_ring(CleanBlock& b) {
   if (!b.ring) return;
-  t_memo.ring_bytes -= b.ring->bytes();
+  this_memo().ring_bytes -= b.ring->bytes();
   std::free(b.ring);
   b.ring = nullptr;
 }
 
 // Forgets the clean keys and the ring of entry `e` (nullptr: of every entry), when it is given to another kernel.
 void forget_keys(const MemoEntry* e) {
-  if (!t_memo.blocks) return;
+  if (!this_memo().blocks) return;
   for (std::size_t i = 0; i < kMemoEntries; ++i) {
-    if (e && t_memo.entries + i != e) continue;
-    std::memset(t_memo.blocks[i].keys, 0, sizeof(CleanBlock::keys));
-    drop_ring(t_memo.blocks[i]);
+    if (e && this_memo().entries + i != e) continue;
+    std::memset(this_memo().blocks[i].keys, 0, sizeof(CleanBlock::keys));
+    drop_ring(this_memo().blocks[i]);
   }
 }
 
 // A thread is exiting (counters.h): its blocks go, and with them every entry's copy and ring.
 void release_thread() {
-  if (t_memo.blocks)
-    for (std::size_t i = 0; i < kMemoEntries; ++i) drop_ring(t_memo.blocks[i]);
-  std::free(t_memo.blocks);
-  t_memo.blocks = nullptr;
-  for (MemoEntry& e : t_memo.entries) e.clean_key = 0;
+  if (this_memo().blocks)
+    for (std::size_t i = 0; i < kMemoEntries; ++i) drop_ring(this_memo().blocks[i]);
+  std::free(this_memo().blocks);
+  this_memo().blocks = nullptr;
+  for (MemoEntry& e : this_memo().entries) {
+    e.clean_key = 0;
+    e.block = nullptr;
+  }
 }
 
 // Fills entry `e` (made empty for kernel `info`) with where the kernel's maps sit: up to fourteen whole-parameter
@@ -99,7 +101,7 @@ void fill(MemoEntry& e, const KernelInfo& info) {
     e.at = MapsAt::kKernelInfo;
     return;
   }
-  WatchList& list = t_memo.watched[&e - t_memo.entries];
+  WatchList& list = this_memo().watched[&e - this_memo().entries];
   std::size_t n = 0;
   for (const MapPlace& s : w) list.word13[n++] = static_cast<uint16_t>(s.offset + kWord13Offset);
   e.watch_count = static_cast<uint8_t>(n);
@@ -118,9 +120,9 @@ namespace {
 // Kernel facts replaced since this thread last looked (an unload, a new search): any entry may be stale.
 void catch_up_with_kernel_epoch() {
   const uint32_t epoch = g_launch_globals.kernel_epoch.load(std::memory_order_acquire);
-  if (t_launch_thread.kernel_epoch.load(std::memory_order_relaxed) == epoch) return;
+  if (t_launch_tls.thread.kernel_epoch.load(std::memory_order_relaxed) == epoch) return;
   forget_this_threads_entries();
-  t_launch_thread.kernel_epoch.store(epoch, std::memory_order_release);
+  t_launch_tls.thread.kernel_epoch.store(epoch, std::memory_order_release);
   kernel_facts_released();  // this thread no longer holds what was forgotten
 }
 
@@ -141,16 +143,17 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
   }
   forget_keys(&e);  // another kernel's keys, or an earlier KernelInfo's
   e = MemoEntry{};
-  t_launch_thread.wide_compare = cpu_compares_wide();
+  t_launch_tls.thread.wide_compare = cpu_compares_wide();
   e.f = f;
   e.info = info;
+  e.block = this_memo().blocks ? this_memo().blocks + (&e - this_memo().entries) : nullptr;
   e.identity = kernel_identity(info) ^ declared_seed();
   fill(e, *info);
   return e;
 }
 
 void forget_this_threads_entries() {
-  std::memset(static_cast<void*>(t_memo.entries), 0, sizeof t_memo.entries);
+  std::memset(static_cast<void*>(this_memo().entries), 0, sizeof this_memo().entries);
   forget_keys(nullptr);
 }
 
@@ -177,16 +180,17 @@ void remember_map(uint64_t hash, MapEvidence evidence) {
 namespace memo_detail {
 
 CleanBlock* block_of(const MemoEntry& e, bool allocate) {
-  if (!t_memo.blocks) {
+  if (!this_memo().blocks) {
     // Only a registered thread: its exit frees the blocks (counters.h).
-    if (!allocate || !t_launch_thread.registered) return nullptr;
+    if (!allocate || !t_launch_tls.thread.registered) return nullptr;
     on_thread_exit(release_thread);
     void* p = std::aligned_alloc(alignof(CleanBlock), kMemoEntries * sizeof(CleanBlock));
     if (!p) return nullptr;
     std::memset(p, 0, kMemoEntries * sizeof(CleanBlock));
-    t_memo.blocks = static_cast<CleanBlock*>(p);
+    this_memo().blocks = static_cast<CleanBlock*>(p);
+    for (std::size_t i = 0; i < kMemoEntries; ++i) this_memo().entries[i].block = this_memo().blocks + i;
   }
-  return t_memo.blocks + (&e - t_memo.entries);
+  return this_memo().blocks + (&e - this_memo().entries);
 }
 
 LayerRing* ring_with_room(CleanBlock& b, std::size_t stride) {
@@ -195,7 +199,7 @@ LayerRing* ring_with_room(CleanBlock& b, std::size_t stride) {
   if (r && (r->size < r->capacity || r->capacity == kRingCopies)) return r;
   const std::size_t capacity = r ? 2 * std::size_t{r->capacity} : 8;
   const std::size_t bytes = LayerRing::bytes(capacity, stride);
-  if (t_memo.ring_bytes - (r ? r->bytes() : 0) + bytes > kRingBytesPerThread) return r;
+  if (this_memo().ring_bytes - (r ? r->bytes() : 0) + bytes > kRingBytesPerThread) return r;
   void* p = std::aligned_alloc(alignof(LayerRing), bytes);
   if (!p) return r;
   auto* grown = static_cast<LayerRing*>(p);
@@ -211,7 +215,7 @@ LayerRing* ring_with_room(CleanBlock& b, std::size_t stride) {
     grown->step = r->step;
   }
   drop_ring(b);
-  t_memo.ring_bytes += bytes;
+  this_memo().ring_bytes += bytes;
   b.ring = grown;
   return grown;
 }
@@ -220,8 +224,8 @@ namespace {
 
 // A counted pass of a launch with maps.
 inline bool counted_pass(const MemoEntry& e) {
-  bump(t_launch_thread.launches_seen);
-  if (e.count) bump(t_launch_thread.launches_checked);
+  bump(t_launch_tls.thread.launches_seen);
+  if (e.count) bump(t_launch_tls.thread.launches_checked);
   return true;
 }
 
@@ -253,8 +257,8 @@ __attribute__((always_inline)) inline bool maps_equal(std::size_t n, const uint8
 // Whether the entry's maps equal its copy.
 template <std::size_t W>
 __attribute__((always_inline)) inline bool equals_copy(const MemoEntry& e, void* const* kernel_params) {
-  if (!e.clean_key || e.count > kCopiedMaps || !t_memo.blocks) return false;
-  const uint8_t* copy = t_memo.blocks[&e - t_memo.entries].maps;
+  if (!e.clean_key || e.count > kCopiedMaps || !e.block) return false;
+  const uint8_t* copy = e.block->maps;
   return e.at == MapsAt::kParams ? maps_equal<W>(e.count, copy, ParamSlots{e, kernel_params})
                                  : maps_equal<W>(e.count, copy, PairSlots{e, kernel_params});
 }
@@ -295,8 +299,8 @@ __attribute__((noinline)) bool maps_pass_narrow(MemoEntry& e, void* const* kerne
 }
 
 bool ring_pass(MemoEntry& e, void* const* kernel_params) {
-  if (!t_memo.blocks) return false;
-  LayerRing* r = t_memo.blocks[&e - t_memo.entries].ring;
+  if (!e.block) return false;
+  LayerRing* r = e.block->ring;
   if (!r || r->size == 0 || r->stride != e.count * kTensorMapBytes) return false;
   const EntrySlots slots{e, kernel_params};
   uint8_t at = r->next;

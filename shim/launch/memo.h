@@ -3,8 +3,8 @@
 // outside memo.{h,cpp} writes them.
 //
 //   per thread, per kernel   a MemoEntry (one cache line, 16 per thread): where the kernel's maps sit in a launch,
-//                            and the key of its last clean launch on this thread; beside it a WatchList (two
-//                            lines): where its watched places sit
+//                            the key of its last clean launch on this thread and where its CleanBlock is; beside it
+//                            a WatchList (two lines): where its watched places sit
 //   per thread, per entry    a CleanBlock: the bytes of that clean launch's maps (the compare) and up to 64 clean keys
 //                            (the kernel on each layer's own tensors); for a kernel launched per layer, a LayerRing:
 //                            copies of each layer's clean maps in launch order (the next layer's compare)
@@ -21,8 +21,9 @@
 //   the full check  (launch_check.h) entry() --> judge --> remember() / remember_map()
 //
 // A real driver spends microseconds between two launches and evicts these lines, so what a repeat costs on a GPU host
-// is mostly how many distinct lines it misses on: the global line (launch_words.h), the thread's first line
-// (launch_words.h) and its entry's line; a repeat with maps adds the maps and the entry's copy. A repeat without maps
+// is mostly how many distinct lines it misses on, and how many of those misses wait for another: the global line and
+// the GOT entry of the thread's object (launch_words.h: LaunchTls), then the thread's first line and its entry's line;
+// a repeat with maps adds the maps and the entry's copy, both found from the entry's line. A repeat without maps
 // runs the thunk and the look (one register saved); a repeat of the entry's copy adds maps_pass_wide (no register
 // saved: it calls nothing but in tail position), which reads the watched places and compares every map in one pass.
 #pragma once
@@ -51,6 +52,7 @@ enum class MapsAt : uint8_t {
   kAuditing,    // the device audit still wants this kernel's launches: every launch takes the full check
 };
 
+struct CleanBlock;
 //! One thread's memo of one kernel: one cache line.
 struct alignas(64) MemoEntry {
   const void* f;           // the launch handle (CUfunction or CUkernel)
@@ -60,6 +62,8 @@ struct alignas(64) MemoEntry {
   uint64_t identity;       // what the entry's launch keys start from: kernel_identity(info), with the thread's
                            // declared tensors folded in (declared.h), kept here so that a keyed repeat reads no line
                            // of the KernelInfo
+  CleanBlock* block;       // this entry's CleanBlock (nullptr: the thread has none yet): a repeat finds its copy from
+                           // the entry's line alone
   MapsAt at;
   uint8_t count;
   uint8_t watch_param;     // the parameter that holds every watched place of the kernel
@@ -127,8 +131,12 @@ struct alignas(64) MemoThread {
   CleanBlock* blocks;
   std::size_t ring_bytes;  // what this thread's rings hold
 };
-// initial-exec: the library is preloaded, so its TLS is static and a launch pays no __tls_get_addr call.
-extern thread_local MemoThread t_memo __attribute__((tls_model("initial-exec")));
+static_assert(sizeof(MemoThread) == kMemoThreadBytes, "LaunchTls keeps a MemoThread beside the thread's words");
+//! This thread's memo: in the launch path's one thread-local object (launch_words.h: LaunchTls), so that a launch's
+//! look reads its entry through the same GOT entry as its gate (accesses stay %fs-relative).
+__attribute__((always_inline)) inline MemoThread& this_memo() {
+  return *reinterpret_cast<MemoThread*>(t_launch_tls.memo);
+}
 
 // ---- what the full check asks and tells (launch_check.cpp)
 
@@ -226,7 +234,7 @@ void remember_local(MemoEntry& e, uint64_t key, BytesOf&& bytes) {
       if (!m) return;
       __builtin_memcpy(b->maps + kTensorMapBytes * i, m, kTensorMapBytes);
     }
-    bump(t_launch_thread.clean_copies);
+    bump(t_launch_tls.thread.clean_copies);
   }
   e.clean_key = key;
 }
@@ -240,7 +248,7 @@ __attribute__((always_inline)) inline bool usable() { return memo_gate_open(); }
 //! The entry slot for a launch handle.
 __attribute__((always_inline)) inline MemoEntry& slot(const void* f) {
   const uint64_t h = reinterpret_cast<uintptr_t>(f) * 0x9e3779b97f4a7c15ULL;
-  return t_memo.entries[h >> 60];
+  return this_memo().entries[h >> 60];
 }
 static_assert(kMemoEntries == 16, "slot() takes the top 4 bits");
 
@@ -308,8 +316,8 @@ __attribute__((noinline, cold)) bool pass_by_shared_key(MemoEntry& e, std::size_
     return false;
   if (CleanBlock* b = block_of(e, false)) add_key(*b, key);
   note_clean_again(e, key, n, slot);
-  bump(t_launch_thread.launches_seen);
-  bump(t_launch_thread.launches_checked);
+  bump(t_launch_tls.thread.launches_seen);
+  bump(t_launch_tls.thread.launches_checked);
   return true;
 }
 
@@ -329,14 +337,14 @@ __attribute__((always_inline)) inline bool copy_equal_as(const uint8_t* copy, st
 // The maps' bytes against `copy` (a clean launch's maps, 128 bytes each), the widest way this CPU compares.
 template <typename MapBytes>
 __attribute__((always_inline)) inline bool same_as_copy(const uint8_t* copy, std::size_t n, const MapBytes& slot) {
-  return t_launch_thread.wide_compare ? copy_equal_as<true>(copy, n, slot) : copy_equal_as<false>(copy, n, slot);
+  return t_launch_tls.thread.wide_compare ? copy_equal_as<true>(copy, n, slot) : copy_equal_as<false>(copy, n, slot);
 }
 
 // The maps' bytes against the entry's copy of a clean launch of its kernel.
 template <typename MapBytes>
 __attribute__((always_inline)) inline bool copy_equal(const MemoEntry& e, std::size_t n, const MapBytes& slot) {
-  if (!e.clean_key || n > kCopiedMaps || !t_memo.blocks) return false;
-  return same_as_copy(t_memo.blocks[&e - t_memo.entries].maps, n, slot);
+  if (!e.clean_key || n > kCopiedMaps || !e.block) return false;
+  return same_as_copy(e.block->maps, n, slot);
 }
 
 // The maps' launch key among the entry's clean keys on this thread (the kernel on another layer's tensors, or a
@@ -344,8 +352,7 @@ __attribute__((always_inline)) inline bool copy_equal(const MemoEntry& e, std::s
 template <typename MapBytes>
 __attribute__((always_inline)) inline bool pass_by_entry_key(MemoEntry& e, std::size_t n, const MapBytes& slot) {
   uint64_t key = 0;
-  if (!t_memo.blocks || !launch_key(e.identity, g_hash_key, n, slot, &key) ||
-      !has_key(t_memo.blocks[&e - t_memo.entries], key))
+  if (!e.block || !launch_key(e.identity, g_hash_key, n, slot, &key) || !has_key(*e.block, key))
     return false;
   note_clean_again(e, key, n, slot);
   return true;
@@ -380,7 +387,7 @@ struct EntrySlots {
 // not readable: false, and the full check looks). Cold: a watched place that changes is rare.
 __attribute__((noinline, cold)) inline bool watched_clean_slow(const MemoEntry& e, void* const* kernel_params) {
   const uint8_t* p = LaunchArgs::of_params(kernel_params).param(e.watch_param);
-  const WatchList& w = t_memo.watched[&e - t_memo.entries];
+  const WatchList& w = this_memo().watched[&e - this_memo().entries];
   for (std::size_t i = 0; p && i < e.watch_count; ++i)
     if (watched_place_may_hold_map(p + w.word13[i] - kWord13Offset)) return false;
   return p != nullptr;
@@ -395,7 +402,7 @@ __attribute__((noinline, cold)) inline bool watched_clean_slow(const MemoEntry& 
 __attribute__((always_inline)) inline bool watched_words_zero(const MemoEntry& e, void* const* kernel_params) {
   const uint8_t* p = LaunchArgs::of_params(kernel_params).param(e.watch_param);
   if (!p) return false;
-  const uint16_t* at = t_memo.watched[&e - t_memo.entries].word13;
+  const uint16_t* at = this_memo().watched[&e - this_memo().entries].word13;
   uint32_t any[2] = {0, 0};  // two chains of ORs, not one as long as the list
   const auto word13 = [p](uint16_t offset) {
     uint32_t v;
@@ -437,10 +444,10 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
   MemoEntry& e = slot(v.f);
   if (__builtin_expect(e.f != v.f || !e.info, 0)) return false;
   if (__builtin_expect(e.at == MapsAt::kNowhere, 1)) {
-    bump(t_launch_thread.launches_seen);
+    bump(t_launch_tls.thread.launches_seen);
     return true;
   }
-  return t_launch_thread.wide_compare ? maps_pass_wide(e, v.kernel_params) : maps_pass_narrow(e, v.kernel_params);
+  return t_launch_tls.thread.wide_compare ? maps_pass_wide(e, v.kernel_params) : maps_pass_narrow(e, v.kernel_params);
 }
 
 // A repeated launch whose maps are known clean though fast_pass could not tell: their launch key is the entry's last
@@ -465,13 +472,13 @@ __attribute__((always_inline)) inline bool slow_pass(const LaunchView& v) {
   for (const MapPlace& w : k.watch)    // a watched place that may now hold a map: the full check looks
     if (watched_place_may_hold_map(at(w))) return false;
   if (k.maps.empty()) {  // nothing to hash: the watched places were all there was to look at
-    bump(t_launch_thread.launches_seen);
+    bump(t_launch_tls.thread.launches_seen);
     return true;
   }
   auto slot_of = [&k, at](std::size_t i) { return at(k.maps[i]); };
   if (copy_equal(e, k.maps.size(), slot_of) || pass_by_entry_key(e, k.maps.size(), slot_of)) {
-    bump(t_launch_thread.launches_seen);
-    bump(t_launch_thread.launches_checked);
+    bump(t_launch_tls.thread.launches_seen);
+    bump(t_launch_tls.thread.launches_checked);
     return true;
   }
   return pass_by_shared_key(e, k.maps.size(), slot_of);

@@ -133,7 +133,7 @@ bool init() {
 
 }  // namespace
 
-thread_local LaunchThread t_launch_thread __attribute__((tls_model("initial-exec")));
+thread_local LaunchTls t_launch_tls __attribute__((tls_model("initial-exec")));
 
 namespace detail {
 
@@ -195,7 +195,7 @@ std::atomic<void (*)()> g_nested_report{nullptr};
 
 void nested_launches_unreported() {
   if (auto report = g_nested_report.load(std::memory_order_acquire)) report();
-  t_launch_thread.nested_unreported = 0;  // (launches counted while it was said are in the summary's count)
+  t_launch_tls.thread.nested_unreported = 0;  // (launches counted while it was said are in the summary's count)
 }
 
 }  // namespace detail

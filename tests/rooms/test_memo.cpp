@@ -103,7 +103,7 @@ void expect_every_watched_place_seen(const char* name, std::size_t bytes, bool m
   ASSERT_EQ(e.at, MapsAt::kPairs);
   ASSERT_EQ(e.count, map ? 1u : 0u);
   ASSERT_EQ(e.watch_count, watched);
-  t_launch_thread.wide_compare = wide;  // the repeats' pass for this CPU, or the other one
+  t_launch_tls.thread.wide_compare = wide;  // the repeats' pass for this CPU, or the other one
   if (map) {
     register_thread();  // as the full check does: a registered thread keeps copies of clean launches
     const auto slot = [&](std::size_t) { return static_cast<const uint8_t*>(params + 128); };
@@ -166,7 +166,7 @@ void expect_every_map_byte_compared(const char* name, bool in_struct, bool wide)
   MemoEntry& e = entry_without_audit(f, args);
   ASSERT_EQ(e.at, in_struct ? MapsAt::kPairs : MapsAt::kParams);
   ASSERT_EQ(e.count, kMaps);
-  t_launch_thread.wide_compare = wide;
+  t_launch_tls.thread.wide_compare = wide;
   register_thread();  // as the full check does: a registered thread keeps copies of clean launches
   const auto slot = [&](std::size_t i) { return static_cast<const uint8_t*>(map[i]); };
   uint64_t key = 0;
@@ -231,7 +231,7 @@ TEST(Memo, LayersPassByTheRingAndARewrittenLayerDoesNot) {
     remember(e, key, slot, false);
   }
   for (std::size_t l = 0; l < kLayers; ++l) EXPECT_TRUE(launch(l)) << "layer " << l << " not known by its key";
-  CleanBlock& block = t_memo.blocks[&e - t_memo.entries];
+  CleanBlock& block = this_memo().blocks[&e - this_memo().entries];
   ASSERT_NE(block.ring, nullptr) << "no ring after a round of layers known by their keys";
   EXPECT_EQ(block.ring->size, kLayers - 1) << "every layer but the last remembered (the entry's own copy)";
   EXPECT_EQ(block.ring->capacity, 16u) << "the ring did not grow past its first 8 copies";
@@ -251,9 +251,50 @@ TEST(Memo, LayersPassByTheRingAndARewrittenLayerDoesNot) {
   EXPECT_FALSE(launch(4)) << "layer 4 rewritten in place passed";
   maps[4][1][20] ^= 0x10;  // as it was: the ring still expects it
   for (std::size_t l = 5; l-- > 0;) EXPECT_TRUE(launch(l)) << "layer " << l << " after the rewrite was undone";
-  EXPECT_GT(t_memo.ring_bytes, 0u);
+  EXPECT_GT(this_memo().ring_bytes, 0u);
   forget_this_threads_entries();
-  EXPECT_EQ(t_memo.ring_bytes, 0u) << "a forgotten entry's ring kept its memory";
+  EXPECT_EQ(this_memo().ring_bytes, 0u) << "a forgotten entry's ring kept its memory";
+}
+
+// An entry reaches its thread's copy of its kernel's clean maps from its own line: an entry made before the thread
+// had blocks is given its block when they are made, an entry made afterwards (or made afresh after its thread's
+// entries were forgotten) has it from the start, and each entry's block is its own. A repeat then passes by the copy.
+TEST(Memo, AnEntryHoldsItsOwnBlock) {
+  const CUfunction f = define("memo_kernel_block_a", {128, 8}), g = define("memo_kernel_block_b", {128, 8});
+  alignas(64) static uint8_t map[kTensorMapBytes];
+  const EncodeArgs a = half_map(0x7f0000000000);
+  ASSERT_EQ(encode(a, map), 0);
+  static uint64_t n = 3;
+  void* params[] = {map, &n};
+  const LaunchArgs args = LaunchArgs::of_params(params);
+  bool before_none = false, given = false, after_given = false, distinct = false, again = false, passed = false;
+  std::thread([&] {  // a thread of its own: no blocks yet
+    register_thread();
+    MemoEntry& e = entry_without_audit(f, args);
+    before_none = e.block == nullptr && this_memo().blocks == nullptr;
+    const auto slot = [&](std::size_t) { return static_cast<const uint8_t*>(map); };
+    uint64_t key = 0;
+    if (!launch_key(e.identity, g_hash_key, 1, slot, &key)) return;
+    remember(e, key, slot, false);
+    given = this_memo().blocks && e.block == &this_memo().blocks[&e - this_memo().entries];
+    MemoEntry& other = entry_without_audit(g, args);
+    after_given = other.block == &this_memo().blocks[&other - this_memo().entries];
+    distinct = &other == &e || other.block != e.block;
+    forget_this_threads_entries();
+    MemoEntry& fresh = entry_without_audit(f, args);
+    again = fresh.block == &this_memo().blocks[&fresh - this_memo().entries];
+    remember(fresh, key, slot, false);
+    LaunchView v;
+    v.f = f;
+    v.kernel_params = params;
+    passed = fast_pass(v);
+  }).join();
+  EXPECT_TRUE(before_none) << "an entry of a thread without blocks points at one";
+  EXPECT_TRUE(given) << "the entry was not given the block made for it";
+  EXPECT_TRUE(after_given) << "an entry made after the blocks has none";
+  EXPECT_TRUE(distinct) << "two entries share a block";
+  EXPECT_TRUE(again) << "an entry made afresh after its thread's entries were forgotten lost its block";
+  EXPECT_TRUE(passed) << "a repeat of the remembered launch did not pass by the copy";
 }
 
 // Rings of many kernels with many maps and layers: what a thread's rings hold stays within kRingBytesPerThread, and
@@ -289,13 +330,13 @@ TEST(Memo, AThreadsRingsStayWithinTheirBudget) {
         v.kernel_params = params[l];
         // a key its set of the entry's no longer holds (40 keys in sets of 8) is the process's
         EXPECT_TRUE(fast_pass(v) || slow_pass(v)) << "kernel " << k << " layer " << l << " round " << round;
-        most = std::max(most, t_memo.ring_bytes);
+        most = std::max(most, this_memo().ring_bytes);
       }
   }
   EXPECT_GT(most, kRingBytesPerThread / 2) << "the rings never came near their budget: the test tests nothing";
   EXPECT_LE(most, kRingBytesPerThread);
   forget_this_threads_entries();
-  EXPECT_EQ(t_memo.ring_bytes, 0u);
+  EXPECT_EQ(this_memo().ring_bytes, 0u);
 }
 
 TEST(Memo, AMapThatPassedIsKnownOnlyUnderTheEvidenceItWasReadWith) {
