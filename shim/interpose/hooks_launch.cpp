@@ -91,6 +91,9 @@ struct LaunchEntry<Id, Kind, PerThread, CUresult (*)(A...)> {
   // arguments where they came: the look has every register to itself.
   __attribute__((always_inline)) static void* passed(CUfunction f, void** params) {
     void* const real = real_function_if_resolved(Id);
+#if defined(TMAGUARD_MEASURE_FLOOR)
+    if (real) return real;  // a measurement build (CMakeLists.txt: TMAGUARD_MEASURE): the thunk alone
+#endif
     LaunchView v;
     v.f = f;
     v.kernel_params = params;

@@ -447,6 +447,9 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
     bump(t_launch_tls.thread.launches_seen);
     return true;
   }
+#if defined(TMAGUARD_MEASURE_LOOKUP)
+  if (e.at == MapsAt::kParams || e.at == MapsAt::kPairs) return true;  // a measurement build: the look, no compare
+#endif
   return t_launch_tls.thread.wide_compare ? maps_pass_wide(e, v.kernel_params) : maps_pass_narrow(e, v.kernel_params);
 }
 
