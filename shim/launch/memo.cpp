@@ -12,7 +12,6 @@
 
 namespace tmaguard {
 
-
 namespace {
 
 // The process's clean launch keys: 64-bit keys in sets of eight, one cache line each, bounded. Set-associative,
