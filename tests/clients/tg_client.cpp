@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -104,7 +105,11 @@ static int tg_client_main(int argc, char** argv) {
   auto init = reinterpret_cast<PFN_cuInit_v2000>(g_opt.path == "direct" ? resolve("cuInit", false, 2000)
                                                                         : dlsym(g_lib, "cuInit"));
   if (!init || init(0) != CUDA_SUCCESS) die("cuInit failed");
-  // The tensors of every scenario live in [0x7f0000000000, +1 GiB): "device memory" for the stand-in.
+  // The tensors of every scenario live in [0x7f0000000000, +1 GiB): "device memory" for the stand-in. The range is
+  // held (no access) so that nothing the process maps later (tmaguard's pinned memory, a thread's stack) lands
+  // inside it; where something mapped before main already lies there, the stand-in's innermost block answers.
+  mmap(reinterpret_cast<void*>(0x7f0000000000ULL), 1ULL << 30, PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
   reinterpret_cast<decltype(&fakecuda_register_memory)>(fake_api("fakecuda_register_memory"))(0x7f0000000000ULL,
                                                                                               1ULL << 30);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);

@@ -609,12 +609,15 @@ struct Block {
 std::vector<Block>* g_memory = nullptr;
 std::vector<std::pair<void*, std::size_t>>* g_freed = nullptr;  // freed device blocks, reused for the same size
 
-// Caller holds g_mu.
+// Caller holds g_mu. The innermost block holding p: a declared range is fiction laid over the address space, and the
+// process's real memory (pinned host memory tmaguard allocates, say) may be mapped inside it; there the real block
+// answers, as the real driver would.
 const Block* block_of(unsigned long long p) {
+  const Block* found = nullptr;
   if (g_memory)
     for (const Block& b : *g_memory)
-      if (p >= b.start && p < b.end) return &b;
-  return nullptr;
+      if (p >= b.start && p < b.end && (!found || b.end - b.start < found->end - found->start)) found = &b;
+  return found;
 }
 void add_block(unsigned long long addr, unsigned long long size, unsigned type, bool backed = true) {
   if (!g_memory) g_memory = new std::vector<Block>;

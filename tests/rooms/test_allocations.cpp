@@ -1,6 +1,9 @@
 // The driver room's allocations and free journal, without a process: asked of the stand-in driver, which this test
 // binary links as libcuda.so.1 (the room finds it loaded, as it finds a job's driver).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+
+#include <cudaTypedefs.h>
 
 #include "driver/allocations.h"
 #include "fakecuda.h"
@@ -62,6 +65,27 @@ TEST_F(Allocations, AJournalThatOverflowedClaimsNothing) {
   Range r;
   EXPECT_EQ(allocation_at(kFreed + 8, epoch, &r), Allocation::kUnknown);
   journal_reads(-1);
+}
+
+// The clients' tensors live in a range they declare ([0x7f0000000000, +1 GiB)), where the process's own memory may be
+// mapped too, after the declaration (where mmap lands moves from run to run): pinned memory inside a declared range is
+// still pinned host memory, as the real driver sees it, and a copy into it is taken.
+TEST_F(Allocations, PinnedMemoryInsideADeclaredRangeIsStillHostMemory) {
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  ASSERT_NE(driver, nullptr);
+  auto copy = reinterpret_cast<PFN_cuMemcpyDtoHAsync_v3020>(dlsym(driver, "cuMemcpyDtoHAsync_v2"));
+  auto unmap = reinterpret_cast<PFN_cuMemUnmap_v10020>(dlsym(driver, "cuMemUnmap"));
+  ASSERT_TRUE(copy && unmap);
+  alignas(4096) static uint8_t pinned[4096];
+  const uint64_t at = reinterpret_cast<uint64_t>(pinned), declared = at - (1 << 20);
+  fakecuda_register_memory(declared, 4 << 20);    // first the declared range,
+  fakecuda_register_host_memory(at, sizeof pinned);  // then the pinned memory mapped inside it
+  Range r;
+  EXPECT_FALSE(device_allocation(at + 8, &r)) << "pinned host memory counted as device memory";
+  EXPECT_EQ(copy(pinned, kDevice, 256, nullptr), CUDA_SUCCESS) << "a copy into pinned memory refused";
+  ASSERT_TRUE(device_allocation(at - 64, &r)) << "the declared range around it";
+  EXPECT_EQ(r.start, declared);
+  EXPECT_EQ(unmap(declared, 4 << 20), CUDA_SUCCESS);
 }
 
 }  // namespace
