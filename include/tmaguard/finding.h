@@ -68,7 +68,15 @@ struct Finding {
   std::optional<Action> action;  // a rule's override of TMAGUARD_MODE (abort, reject, log); none: the mode's
   std::shared_ptr<const CallSite> call_site;  // where in the job the launch came from (TMAGUARD_STACK); shared by
                                               // the findings of one launch; null when not taken
+  bool launch_unchecked = false;  // a rule knew the kernel but could not judge this launch (a map count or signature
+                                  // it does not know, a map it names missing): the launch is counted as not checked
 };
+//! Whether a rule said it could not judge the launch these findings are of.
+inline bool launch_unchecked(const std::vector<Finding>& findings) {
+  for (const Finding& f : findings)
+    if (f.launch_unchecked) return true;
+  return false;
+}
 
 //! What is done about `f` under mode `m`: none for a warning; for an error the rule's action, else the mode's (inspect
 //! mode never blocks, whatever the rule says).

@@ -1,7 +1,10 @@
 // tmaguard shim: the thread registry behind the summary's counts.
 #include "base/counters.h"
 
+#include <linux/membarrier.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -105,6 +108,7 @@ const char* to_string(Unchecked u) {
     case Unchecked::kNoMemory: return "no memory to check it";
     case Unchecked::kInternalError: return "internal error while checking it";
     case Unchecked::kNested: return "made inside another tmaguard call on its thread (a signal handler)";
+    case Unchecked::kShortBuffer: return "parameter buffer declared shorter than the kernel's tensor maps";
     default: return "?";
   }
 }
@@ -157,11 +161,35 @@ void register_thread() {
   pthread_setspecific(g_key, &t_launch_tls.thread);
 }
 
+namespace {
+
+// Whether every thread of the process has passed a full memory barrier since the caller's last store: membarrier(2)
+// (private expedited, registered on first use; Linux 4.14). Without it (an older kernel, a seccomp filter that
+// refuses it) no thread is taken to be outside tmaguard, and forgotten facts wait for every thread to launch again.
+bool every_thread_fenced() {
+  static std::atomic<int> state{0};  // 0: not tried, 1: registered, -1: not available
+  int s = state.load(std::memory_order_acquire);
+  if (s == 0) {
+    s = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1 : -1;
+    state.store(s, std::memory_order_release);
+  }
+  return s > 0 && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+}  // namespace
+
 uint32_t oldest_thread_epoch(uint32_t now) {
+  // A thread outside tmaguard holds no kernel facts (reentry.h: what reads them is inside), and reads the epoch again
+  // when it enters: after the fence, one seen at depth 0 is as good as caught up. (The caller bumped the epoch
+  // before: the fence orders that store before every depth read here.)
+  const bool fenced = every_thread_fenced();
   std::lock_guard<std::mutex> lock(g_mu);
   uint32_t behind = 0;  // how far the furthest thread is behind `now` (epochs wrap around)
   if (g_threads)
-    for (const LaunchThread* t : *g_threads) behind = std::max(behind, now - t->kernel_epoch.load(std::memory_order_acquire));
+    for (const LaunchThread* t : *g_threads) {
+      if (fenced && __atomic_load_n(&t->reentry_depth, __ATOMIC_RELAXED) == 0) continue;
+      behind = std::max(behind, now - t->kernel_epoch.load(std::memory_order_acquire));
+    }
   return now - behind;
 }
 

@@ -26,7 +26,7 @@ uint32_t oldest_thread_epoch(uint32_t now);
 
 //! Launches that tmaguard did not get to check, by why (the summary's launches_not_checked), process-wide; the child
 //! of a fork starts from zero.
-enum class Unchecked : int { kNoMemory, kInternalError, kNested, kCount };
+enum class Unchecked : int { kNoMemory, kInternalError, kNested, kShortBuffer, kCount };
 const char* to_string(Unchecked u);
 void count_unchecked(Unchecked why);  // async-signal-safe (one atomic add)
 uint64_t unchecked_count(Unchecked why);

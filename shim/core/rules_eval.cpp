@@ -147,6 +147,7 @@ struct RuleRun {
       Finding f = finding("", std::nullopt, "kernel", nullptr, "");
       f.expected = fmt::format("{} tensor-map parameters", fmt::join(r.expect_map_count, " or "));
       f.observed = fmt::format("{} tensor-map parameters", n);
+      f.launch_unchecked = true;
       out.push_back(std::move(f));
       return false;
     }
@@ -162,6 +163,7 @@ struct RuleRun {
     f.observed = fmt::format("the launch has {} tensor map(s)", counted);
     f.hint = "the rule was not applied to this kernel: fix its map order (tmaguard inspect shows a launch's maps), "
              "or narrow its kernel matcher or map_count to the launches it is for";
+    f.launch_unchecked = true;
     out.push_back(std::move(f));
   }
 
@@ -182,6 +184,7 @@ struct RuleRun {
         f.expected = fmt::format("'{}' (param {}) is a tensor map", m.name, to_string(*m.place));
         f.observed = p->decoded.not_a_map;
         f.hint = "the place this rule names holds no tensor map on this launch; the rule was not applied";
+        f.launch_unchecked = true;
         out.push_back(std::move(f));
         return false;
       }
@@ -223,6 +226,7 @@ struct RuleRun {
     f.hint =
         "a kernel version or configuration this rule does not know: its layouts were not judged (no error). "
         "Report the kernel name and this record to tmaguard";
+    f.launch_unchecked = true;
     out.push_back(std::move(f));
     return false;
   }

@@ -56,10 +56,16 @@ class PerMap {
   std::size_t n_ = 0;
 };
 
+// One map's bytes as this launch's check read them.
+struct alignas(16) MapCopy {
+  uint8_t b[kTensorMapBytes];
+};
+
 struct Collected {
   MemoEntry* entry = nullptr;
   const KernelInfo* kernel = nullptr;
-  PerMap<const uint8_t*> bytes;  // each map slot's 128 bytes for this launch
+  PerMap<MapCopy> copies;        // each map slot's 128 bytes, read once from the caller's memory
+  PerMap<const uint8_t*> bytes;  // each slot's copy (nullptr: not in the launch), what every step below reads
   PerMap<uint64_t> hashes;       // and their content hashes
   uint64_t key = 0;
 };
@@ -106,10 +112,26 @@ bool collect(const LaunchView& launch, Collected& c) {
                   "checked");
     return false;
   }
+  // One snapshot of the caller's bytes: the key, the judgement and the memo's copy all come from it, so that a thread
+  // rewriting a map meanwhile can never have bytes nobody judged remembered as clean.
   const std::size_t n = k.maps.size();
+  c.copies.resize(n);
   c.bytes.resize(n);
   c.hashes.resize(n);
-  for (std::size_t i = 0; i < n; ++i) c.bytes[i] = args.map(k.layout, k.maps[i]);
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint8_t* at = args.map(k.layout, k.maps[i]);
+    c.bytes[i] = at ? static_cast<const uint8_t*>(std::memcpy(c.copies[i].b, at, kTensorMapBytes)) : nullptr;
+    if (!at && args.buffer) {  // tmaguard never reads past what the caller declares
+      const std::size_t end = k.layout.offsets[k.maps[i].param] + k.maps[i].offset + kTensorMapBytes;
+      report_notice(Notice::kExtraShortBuffer, k.name,
+                    "a launch of kernel " + k.name + " passed its parameters with CU_LAUNCH_PARAM_BUFFER_SIZE = " +
+                        std::to_string(args.buffer_size) + " bytes, which ends before its tensor map at bytes " +
+                        std::to_string(end - kTensorMapBytes) + ".." + std::to_string(end) +
+                        ": such launches are not checked (declare the whole parameter block)");
+      count_unchecked(Unchecked::kShortBuffer);
+      return false;
+    }
+  }
   return launch_key(
       c.entry->identity, g_hash_key, n, [&](std::size_t i) { return c.bytes[i]; }, &c.key, c.hashes.data());
 }
@@ -257,8 +279,10 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
       remember_map(c.hashes[slots[i]], c.kernel->evidence(slots[i]));
   // Launches a rule could not check are not remembered as clean: each one is counted in the summary. (They are
   // FA4 backward kernels of milliseconds; judging their maps again costs microseconds.)
-  if (!has_errors(findings) && j.not_checkable.empty())
-    remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
+  // Nor are launches a rule knew but could not judge (launch_unchecked): each one is counted, and said once.
+  const bool judged = j.not_checkable.empty() && !launch_unchecked(findings);
+  if (judged) bump(t_launch_tls.thread.launches_checked);
+  if (!has_errors(findings) && judged) remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
   if (findings.empty()) {
     if (layout && j.not_checkable.empty()) learn_layout_if_memory(c, maps, slots, layout);
     return Verdict::kRun;
@@ -289,8 +313,8 @@ Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
     if (inspecting && c.kernel->maps.empty()) inspect(c.kernel, launch.geom, {}, {}, c);
     return Verdict::kRun;
   }
-  bump(t.launches_checked);
   if (!inspecting && is_clean_key(*c.entry, c.key)) {
+    bump(t.launches_checked);
     remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, false);
     return Verdict::kRun;
   }
@@ -298,6 +322,7 @@ Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
   // Declared tensors and inspect mode look at every address: such launches are always judged in full.
   const uint64_t layout = !inspecting && declared.empty() ? layout_of(c) : 0;
   if (layout && moved_clean(c, layout)) {
+    bump(t.launches_checked);
     bump(t.launches_moved);
     remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
     return Verdict::kRun;

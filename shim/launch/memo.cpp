@@ -118,6 +118,9 @@ namespace {
 
 // Kernel facts replaced since this thread last looked (an unload, a new search): any entry may be stale.
 void catch_up_with_kernel_epoch() {
+  // Called inside tmaguard: the epoch is read after the depth was raised (reentry.h), so that a thread the freeing
+  // thread saw outside tmaguard reads the epoch that freed what its entries held, and drops them unread.
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
   const uint32_t epoch = g_launch_globals.kernel_epoch.load(std::memory_order_acquire);
   if (t_launch_tls.thread.kernel_epoch.load(std::memory_order_relaxed) == epoch) return;
   forget_this_threads_entries();

@@ -257,10 +257,32 @@ static_assert(kMemoEntries == 16, "slot() takes the top 4 bits");
 // a copy, takes a copy, so that the launches after it take the compare; another key only becomes the last one.
 // Copying each layer's maps in turn, when one kernel is launched once per layer on its own tensors, would cost more
 // than the compare saves; but a copy left at another layer's bytes would send every later repeat to the hash.
+//! The most maps a copy of one launch holds (an entry's copy: kCopiedMaps; a ring's: 14 whole parameters).
+inline constexpr std::size_t kMaxSnapshotMaps = 14;
+//! The maps' bytes (`slot(i)`) read once into `out` (n * 128 bytes), kept only when they still hash to `key`: a pass
+//! by key hashed the caller's bytes, and another thread may have rewritten them since; a copy of bytes nobody judged
+//! would pass them from then on.
+template <typename MapBytes>
+bool snapshot_of_key(const MemoEntry& e, uint64_t key, std::size_t n, const MapBytes& slot, uint8_t* out) {
+  if (n > kMaxSnapshotMaps) return false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint8_t* m = slot(i);
+    if (!m) return false;
+    __builtin_memcpy(out + kTensorMapBytes * i, m, kTensorMapBytes);
+  }
+  uint64_t again = 0;
+  return launch_key(e.identity, g_hash_key, n, [out](std::size_t i) { return out + kTensorMapBytes * i; }, &again) &&
+         again == key;
+}
+
 template <typename MapBytes>
 __attribute__((noinline, cold)) void renew_copy(MemoEntry& e, uint64_t key, const MapBytes& slot) {
   const InsideTmaguard inside;
-  remember_local(e, key, slot);
+  alignas(16) uint8_t snapshot[kMaxSnapshotMaps * kTensorMapBytes];
+  const std::size_t n = copied_maps(e);
+  if (n == 0) return remember_local(e, key, slot);          // the key alone: no bytes are copied
+  if (!snapshot_of_key(e, key, n, slot, snapshot)) return;  // rewritten since it was keyed: no copy, no new key
+  remember_local(e, key, [&snapshot](std::size_t i) -> const uint8_t* { return snapshot + kTensorMapBytes * i; });
 }
 // A clean launch known by a key other than the entry's last (the kernel runs on several sets of tensors): where the
 // key is one of the entry's ring, the ring expects the layer after this one next; else the launch's bytes join it.
@@ -281,11 +303,8 @@ __attribute__((noinline, cold)) void ring_learn(const MemoEntry& e, uint64_t key
   }
   if (!b || !(r = ring_with_room(*b, n * kTensorMapBytes)) || r->size == r->capacity) return;
   const std::size_t at = r->size;
-  for (std::size_t i = 0; i < n; ++i) {
-    const uint8_t* m = slot(i);
-    if (!m) return;  // not counted in size: the copy is never compared
-    __builtin_memcpy(r->copy(at) + kTensorMapBytes * i, m, kTensorMapBytes);
-  }
+  // Not counted in size until written: a copy that could not be made is never compared.
+  if (!snapshot_of_key(e, key, n, slot, r->copy(at))) return;
   r->key[at] = key;
   r->size = static_cast<uint8_t>(at + 1);
   r->last = static_cast<uint8_t>(at);
@@ -460,6 +479,12 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
 __attribute__((always_inline)) inline bool slow_pass(const LaunchView& v) {
   using namespace memo_detail;
   if (!usable()) return false;
+  // It reads the entry's kernel facts: inside tmaguard from here on, and only in the kernel epoch its entries were
+  // made in (facts forgotten since then may be freed once this thread was seen outside: kernel_table.h).
+  const InsideTmaguard inside;
+  if (t_launch_tls.thread.kernel_epoch.load(std::memory_order_relaxed) !=
+      g_launch_globals.kernel_epoch.load(std::memory_order_acquire))
+    return false;
   MemoEntry& e = slot(v.f);
   if (e.f != v.f || !e.info || !v.kernel_params || e.at == MapsAt::kAuditing) return false;
   if (e.at != MapsAt::kKernelInfo) {
