@@ -181,10 +181,14 @@ void install_handlers() {
     if (sigaction(kSignals[i], nullptr, &prev) != 0) continue;
     if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler == SIG_IGN) continue;  // ignored: nothing ends, nothing to say
     g_previous[i] = prev;
+    // The job's own flags and mask: a call its handler interrupts restarts or fails with EINTR as the job chose
+    // (SA_RESTART), a handler installed with SA_RESETHAND is reset by the kernel on delivery (the next signal takes
+    // the default action), and SA_NODEFER leaves the signal unblocked in the handler. SA_SIGINFO is ours to add: the
+    // job's handler is called as it was installed (on_signal).
     struct sigaction ours {};
     ours.sa_sigaction = on_signal;
     ours.sa_mask = prev.sa_mask;
-    ours.sa_flags = SA_SIGINFO | SA_RESTART | (prev.sa_flags & SA_ONSTACK);
+    ours.sa_flags = prev.sa_flags | SA_SIGINFO;
     if (sigaction(kSignals[i], &ours, nullptr) == 0) g_installed[i].store(true, std::memory_order_relaxed);
   }
 }

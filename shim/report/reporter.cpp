@@ -193,8 +193,29 @@ std::atomic<Reporter*> g_rep{nullptr};  // published once when opened; never fre
 std::atomic<uint64_t> g_dropped{0};     // records dropped because the reporter's lock was not free in time
 bool g_fork_held = false;               // fork_prepare got the lock
 
+// The reporter's lock, waited for at most `bound`. ThreadSanitizer's runtime does not see pthread_mutex_clocklock
+// (what try_lock_for on the steady clock uses) and would read every unlock as one of a lock never taken: its builds
+// wait on the realtime clock (pthread_mutex_timedlock), which it sees.
+bool lock_within(std::chrono::seconds bound) {
+#if defined(__SANITIZE_THREAD__)
+  return g_mu.try_lock_until(std::chrono::system_clock::now() + bound);
+#else
+  return g_mu.try_lock_for(bound);
+#endif
+}
+
+//
+// While a thread holds it, the signals whose summary tmaguard writes (SIGTERM, SIGINT, SIGHUP) are blocked in that
+// thread: one of them delivered there would run the summary (which takes this lock) or a job's handler that calls
+// exit() (whose exit summary takes it, and allocates) while the lock and what it guards are half-way. The kernel
+// delivers a process-wide signal to another thread meanwhile, or to this one as the lock is let go.
 struct Locked {
-  Locked() : held(!t_reporting && g_mu.try_lock_for(std::chrono::seconds(2))) {
+  Locked() {
+    sigset_t ends;
+    sigemptyset(&ends);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&ends, sig);
+    masked = pthread_sigmask(SIG_BLOCK, &ends, &before) == 0;
+    held = !t_reporting && lock_within(std::chrono::seconds(2));
     if (held) {
       t_reporting = true;
     } else {
@@ -202,11 +223,17 @@ struct Locked {
     }
   }
   ~Locked() {
-    if (!held) return;
-    t_reporting = false;
-    g_mu.unlock();
+    if (held) {
+      t_reporting = false;
+      g_mu.unlock();
+    }
+    if (masked) pthread_sigmask(SIG_SETMASK, &before, nullptr);
   }
-  bool held;
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+  bool held = false;
+  bool masked = false;
+  sigset_t before;
 };
 
 ProcessContext context(const Reporter& rep) {
@@ -325,7 +352,7 @@ void emit_summary_locked(Reporter& rep, bool final = true, const char* signal = 
 // fork: the reporter's lock is held across fork() when it could be had within a second (it guards memory only, so
 // that is always); the child starts with empty dedupe and counts, and without the parent's log thread or its queue
 // (the parent writes what it queued): its own thread is made with its first record.
-void fork_prepare() { g_fork_held = g_mu.try_lock_for(std::chrono::seconds(1)); }
+void fork_prepare() { g_fork_held = lock_within(std::chrono::seconds(1)); }
 void fork_parent() {
   if (g_fork_held) g_mu.unlock();
 }
