@@ -108,9 +108,12 @@ struct PathContext {
   std::string rank;  // empty: "x"
   std::string job;   // empty: "x"
 };
-//! Expands %p (pid), %h (host), %r (rank), %j (job id) and %% (a percent sign); anything else is left as it is
-//! (path_pattern_error says so first).
+//! Expands %p (pid), %h (host), %r (rank), %j (job id) and %% (a percent sign), each field through path_field();
+//! anything else is left as it is (path_pattern_error says so first).
 std::string expand_path(std::string_view pattern, const PathContext& ctx);
+//! A host, rank or job id as a path takes it: characters outside [A-Za-z0-9._+-] become '_', and so do the dots of a
+//! value that holds ".." or is only dots, so that an expanded field never names another directory.
+std::string path_field(std::string_view value);
 //! What is wrong with a pattern ("" when nothing): an unknown % sequence, or a % at the end.
 std::string path_pattern_error(std::string_view pattern);
 //! expand_path with the pid alone (host, rank and job unknown: "x").

@@ -361,6 +361,27 @@ void read_identity(const EnvLookup& env, Config& c) {
   }
 }
 
+// Every variable read_identity() reads.
+std::vector<const char*> identity_variables() {
+  std::vector<const char*> v;
+  for (const RankVariable& r : rank_variables()) v.insert(v.end(), {r.global, r.local});
+  v.insert(v.end(), {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"});
+  return v;
+}
+
+// A rank or job id that a path pattern cannot take as it is (a '/', "..", a character outside [A-Za-z0-9._+-]): %r
+// and %j expand to it with those characters replaced, and the notice says so.
+void unsafe_identity_notices(const Config& c, std::vector<std::string>& notices) {
+  const auto say = [&](const std::string& value, const std::string& from, const char* seq) {
+    if (value.empty() || path_field(value) == value) return;
+    notices.push_back(fmt::format("{}='{}' is not a plain name: {} in a log or metrics path expands to '{}' (a '/', "
+                                  "'..' or other character a path must not take from a variable, replaced with '_')",
+                                  from, value, seq, path_field(value)));
+  };
+  say(c.rank, c.rank_from, "%r");
+  say(c.job_id, c.job_from, "%j");
+}
+
 }  // namespace
 
 ConfigResult parse_config(const EnvLookup& env, bool secure_execution, const std::vector<std::string>* names,
@@ -397,11 +418,18 @@ ConfigResult parse_config(const EnvLookup& env, bool secure_execution, const std
       r.errors.push_back(source == "environment" ? fmt::format("{}='{}' {}", row.info.name, raw, why)
                                                  : fmt::format("{}: {}='{}' {}", file->path, row.info.name, raw, why));
   }
+  if (secure_execution) {
+    // Named by a less privileged user: never part of a path this process creates, nor of what it writes.
+    for (const char* name : identity_variables())
+      if (const char* v = env(name); v && !trim(v).empty()) ignored.push_back(name);
+  } else {
+    read_identity(env, r.config);
+    unsafe_identity_notices(r.config, r.notices);
+  }
   if (!ignored.empty())
     r.notices.push_back(fmt::format("secure-execution process (setuid or similar): {} ignored; reports go to stderr, "
                                     "built-in rules only",
                                     fmt::join(ignored, ", ")));
-  read_identity(env, r.config);
   return r;
 }
 
@@ -416,6 +444,19 @@ std::string path_pattern_error(std::string_view pattern) {
   return "";
 }
 
+std::string path_field(std::string_view value) {
+  std::string out;
+  for (const char c : value) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                       c == '_' || c == '.' || c == '+';
+    out += plain ? c : '_';
+  }
+  if (out.find_first_not_of('.') == std::string::npos || out.find("..") != std::string::npos)
+    for (char& c : out)
+      if (c == '.') c = '_';
+  return out;
+}
+
 std::string expand_path(std::string_view pattern, const PathContext& ctx) {
   std::string out;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
@@ -426,9 +467,9 @@ std::string expand_path(std::string_view pattern, const PathContext& ctx) {
     }
     ++i;
     if (n == 'p') out += std::to_string(ctx.pid);
-    else if (n == 'h') out += ctx.host.empty() ? std::string("x") : ctx.host.substr(0, ctx.host.find('.'));
-    else if (n == 'r') out += ctx.rank.empty() ? std::string("x") : ctx.rank;
-    else if (n == 'j') out += ctx.job.empty() ? std::string("x") : ctx.job;
+    else if (n == 'h') out += ctx.host.empty() ? std::string("x") : path_field(ctx.host.substr(0, ctx.host.find('.')));
+    else if (n == 'r') out += ctx.rank.empty() ? std::string("x") : path_field(ctx.rank);
+    else if (n == 'j') out += ctx.job.empty() ? std::string("x") : path_field(ctx.job);
     else out += '%';
   }
   return out;

@@ -150,9 +150,15 @@ std::string declaration_problem(const DeclaredTensor& t) {
   for (int j = 0; j < t.rank; ++j)
     if (t.shape[j] < 0 || t.strides[j] < 0)
       return fmt::format("dim {} has extent {} and stride {} (neither may be negative)", j, t.shape[j], t.strides[j]);
+  // Each dim's reach below 2^64 before it is added (a product of two 63-bit values fits in 128 bits; a sum of such
+  // products, times the element size, may not), so that no sum wraps and the span is what the tensor spans.
+  constexpr unsigned __int128 kMemory = static_cast<unsigned __int128>(1) << 64;
   unsigned __int128 last = 0;
-  for (int j = 0; j < t.rank; ++j)
-    if (t.shape[j] > 0) last += static_cast<unsigned __int128>(t.shape[j] - 1) * static_cast<uint64_t>(t.strides[j]);
+  for (int j = 0; j < t.rank; ++j) {
+    if (t.shape[j] == 0) return "";  // no element: nothing to compare a map with
+    last += static_cast<unsigned __int128>(t.shape[j] - 1) * static_cast<uint64_t>(t.strides[j]);
+    if (last >= kMemory) return fmt::format("its elements would run past the end of memory (dim {} reaches 2^64)", j);
+  }
   if ((last + 1) * t.element_size + t.data > ~uint64_t{0}) return "its elements would run past the end of memory";
   return "";
 }

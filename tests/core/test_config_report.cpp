@@ -196,6 +196,54 @@ TEST(Config, LogPathExpansion) {
   EXPECT_EQ(expand_log_path("%p-%p%", 5), "5-5%");
 }
 
+// A rank, job id or host taken from the environment never names another directory: '/', "..", a value of dots and
+// any character outside [A-Za-z0-9._+-] expand to '_'; plain values expand as they are.
+TEST(Config, ExpandedFieldsNeverLeaveTheirDirectory) {
+  PathContext c;
+  c.pid = 7;
+  c.host = "node-3.cluster";
+  c.rank = "12";
+  c.job = "4711.0";
+  EXPECT_EQ(expand_path("/logs/%j/%h.%r.%p.jsonl", c), "/logs/4711.0/node-3.12.7.jsonl");
+  for (const char* job : {"../x", "..", ".", "a/../../b", "x/y", "..x", "a\n b"}) {
+    c.job = job;
+    const std::string path = expand_path("/logs/%j/%h.%r.%p.jsonl", c);
+    const std::string field = path.substr(6, path.find('/', 6) - 6);
+    EXPECT_EQ(field.find('/'), std::string::npos) << job << " -> " << path;
+    EXPECT_EQ(field.find(".."), std::string::npos) << job << " -> " << path;
+    EXPECT_NE(field, ".") << job << " -> " << path;
+    EXPECT_EQ(std::count(path.begin(), path.end(), '/'), 3) << job << " -> " << path;
+  }
+  c.job = "../x";
+  c.rank = "1/../../etc";
+  EXPECT_EQ(expand_path("/logs/%j/%r", c), "/logs/___x/1_______etc");
+  EXPECT_EQ(path_field("1/../../etc"), "1_______etc");
+  EXPECT_EQ(path_field("../x"), "___x");
+  EXPECT_EQ(path_field("a.b"), "a.b");
+}
+
+// Values that a path cannot take as they are draw a notice saying what %j and %r expand to; a secure-execution
+// process takes no rank or job id from the environment at all.
+TEST(Config, UnsafeIdentityIsSaidAndSecureExecutionTakesNone) {
+  const auto env = [](const char* n) -> const char* {
+    const std::string v = n;
+    if (v == "SLURM_JOB_ID") return "../x";
+    if (v == "RANK") return "3";
+    return nullptr;
+  };
+  const ConfigResult r = parse_config(env, false);
+  EXPECT_EQ(r.config.job_id, "../x");
+  ASSERT_EQ(r.notices.size(), 1u);
+  EXPECT_NE(r.notices[0].find("SLURM_JOB_ID='../x' is not a plain name: %j in a log or metrics path expands to '___x'"),
+            std::string::npos)
+      << r.notices[0];
+  const ConfigResult secure = parse_config(env, true);
+  EXPECT_TRUE(secure.config.job_id.empty());
+  EXPECT_TRUE(secure.config.rank.empty());
+  ASSERT_EQ(secure.notices.size(), 1u);
+  EXPECT_NE(secure.notices[0].find("RANK, SLURM_JOB_ID ignored"), std::string::npos) << secure.notices[0];
+}
+
 namespace {
 Finding sample() {
   Finding f;

@@ -121,6 +121,14 @@ TEST(TensorMatch, ADeclarationIsCheckedAndDescribed) {
   bad = kTransposed;
   bad.element_size = 0;
   EXPECT_NE(declaration_problem(bad), "");
+  // An extent whose reach wraps 128 bits (2^62 - 1 steps of 2^62 bytes, times 16-byte elements) is refused, not
+  // taken with a span of 0 that nothing is judged against.
+  bad = tensor("huge", {2, int64_t{1} << 62, int64_t{3} << 60}, {int64_t{1} << 60, int64_t{1} << 62, 1}, 16, 0);
+  EXPECT_NE(declaration_problem(bad).find("past the end of memory"), std::string::npos) << declaration_problem(bad);
+  bad = tensor("edge", {2}, {int64_t{1} << 62}, 2, 0);
+  EXPECT_EQ(declaration_problem(bad), "");
+  bad = tensor("over", {5}, {int64_t{1} << 62}, 2, 0);
+  EXPECT_NE(declaration_problem(bad), "");
   EXPECT_EQ(tensor_span(kTransposed), 2u * 128 * 4 * 64 * 2);
   EXPECT_TRUE(points_into(kBase + 100, kTransposed));
   EXPECT_FALSE(points_into(kBase + 65536 * 2, kTransposed));
