@@ -4,8 +4,8 @@
 # target and the .deb, run with the source and build trees renamed away), the release test (what scripts/package.sh
 # builds in a Debian 11 root: glibc 2.31 baseline, the .deb apt-installed and the wheel pip-installed in Debian 11
 # and here), the Slurm test (docs/reference.md's sbatch/srun example on a real single-node Slurm), the fleet test (two
-# hosts' logs in one directory; the metrics through a real node_exporter and prometheus), then the core unit tests again
-# under AddressSanitizer + UBSan, then the libFuzzer targets (rules parser, decoder, launch collection, graph-node
+# hosts' logs in one directory; the metrics through a real node_exporter and prometheus), then the core's and the rooms'
+# unit tests again under AddressSanitizer + UBSan and under ThreadSanitizer, then the libFuzzer targets (rules parser, decoder, launch collection, graph-node
 # parameters, encode arithmetic, rule matching, maps that only moved against the full judgement) for a bounded time
 # each.
 set -euo pipefail
@@ -37,13 +37,28 @@ fleet_log=$(mktemp)
 n_fleet=$(sed -n 's/^test-fleet: \([0-9]*\) checks passed.*/\1/p' "$fleet_log")
 skipped=$(grep -hE '^test-[a-z]+: skipped: ' "$release_log.kept" "$slurm_log" "$fleet_log" 2>/dev/null | sed -E 's/^test-([a-z]+): skipped: /\1 (/; s/$/)/' || true)
 rm -f "$slurm_log" "$release_log.kept" "$fleet_log"
+# the core's and the rooms' unit tests under AddressSanitizer + UBSan, then under ThreadSanitizer (the rooms hold the
+# memo, the kernel table, the facts memory and their threads)
+sanitized_tests() {  # BUILD_DIR LABEL ENV...: builds and runs core_tests and room_tests, adds their passes to n_san
+  local dir=$1 label=$2 t log
+  shift 2
+  ninja -C "$dir" core_tests room_tests
+  for t in core_tests room_tests; do
+    log=$(mktemp)
+    echo "== $t under $label"
+    env TMAGUARD_MODE=log "$@" "$dir/tests/$t" --gtest_brief=1 | tee "$log"
+    n_san=$((n_san + $(sed -n 's/.*PASSED  \] \([0-9]*\) test.*/\1/p' "$log")))
+    rm -f "$log"
+  done
+}
+n_san=0
 asan="$build-asan"
-cmake -S "$root" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTMAGUARD_SANITIZE=ON >/dev/null
-ninja -C "$asan" core_tests
-asan_log=$(mktemp)
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1 "$asan/tests/core_tests" --gtest_brief=1 | tee "$asan_log"
-n_asan=$(sed -n 's/.*PASSED  \] \([0-9]*\) test.*/\1/p' "$asan_log")
-rm -f "$asan_log"
+cmake -S "$root" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTMAGUARD_SANITIZE=ON -DTMAGUARD_TSAN=OFF >/dev/null
+sanitized_tests "$asan" "ASan+UBSan" ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1
+tsan="$build-tsan"
+cmake -S "$root" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTMAGUARD_SANITIZE=ON -DTMAGUARD_TSAN=ON \
+  >/dev/null
+sanitized_tests "$tsan" "TSan" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 die_after_fork=0"
 fuzz="$build-fuzz"
 CC=clang CXX=clang++ cmake -S "$root" -B "$fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTMAGUARD_FUZZ=ON \
   -DTMAGUARD_SANITIZE=ON >/dev/null
@@ -64,4 +79,4 @@ echo "fuzz: no crash, hang or sanitizer report"
 # Reaching this line means every step passed (set -e): ctest's tests, the ASan/UBSan core tests, the fuzzers. A suite
 # that could not run here (no root for the Debian 11 root or for Slurm) is counted as skipped, with its reason.
 n_skipped=$(printf '%s' "$skipped" | grep -c . || true)
-echo "tests: $((n_ctest + n_install + n_release + n_slurm + n_fleet + n_asan + ${#fuzzers[@]})) passed, 0 failed, $n_skipped skipped${skipped:+: $(echo "$skipped" | paste -sd ';' | sed 's/;/; /g')}"
+echo "tests: $((n_ctest + n_install + n_release + n_slurm + n_fleet + n_san + ${#fuzzers[@]})) passed, 0 failed, $n_skipped skipped${skipped:+: $(echo "$skipped" | paste -sd ';' | sed 's/;/; /g')}"

@@ -94,5 +94,6 @@ const std::vector<Scenario>& evidence_scenarios();
 const std::vector<Scenario>& round5_scenarios();
 const std::vector<Scenario>& fleet_scenarios();
 const std::vector<Scenario>& tensor_scenarios();
+const std::vector<Scenario>& robustness_scenarios();
 
 }  // namespace client
