@@ -76,7 +76,8 @@ for t in "${fuzzers[@]}"; do
   fi
 done
 echo "fuzz: no crash, hang or sanitizer report"
-# Reaching this line means every step passed (set -e): ctest's tests, the ASan/UBSan core tests, the fuzzers. A suite
+# Reaching this line means every step passed (set -e): ctest's tests, the core and room tests under ASan/UBSan and
+# TSan, the fuzzers. A suite
 # that could not run here (no root for the Debian 11 root or for Slurm) is counted as skipped, with its reason.
 n_skipped=$(printf '%s' "$skipped" | grep -c . || true)
 echo "tests: $((n_ctest + n_install + n_release + n_slurm + n_fleet + n_san + ${#fuzzers[@]})) passed, 0 failed, $n_skipped skipped${skipped:+: $(echo "$skipped" | paste -sd ';' | sed 's/;/; /g')}"
