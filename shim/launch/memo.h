@@ -252,11 +252,6 @@ __attribute__((always_inline)) inline MemoEntry& slot(const void* f) {
 }
 static_assert(kMemoEntries == 16, "slot() takes the top 4 bits");
 
-// A clean launch of the entry's kernel seen again by its key (its maps' bytes differ from the copy, or were not
-// compared): a key that repeats the entry's last clean key (the kernel settled on these tensors), or an entry without
-// a copy, takes a copy, so that the launches after it take the compare; another key only becomes the last one.
-// Copying each layer's maps in turn, when one kernel is launched once per layer on its own tensors, would cost more
-// than the compare saves; but a copy left at another layer's bytes would send every later repeat to the hash.
 //! The most maps a copy of one launch holds (an entry's copy: kCopiedMaps; a ring's: 14 whole parameters).
 inline constexpr std::size_t kMaxSnapshotMaps = 14;
 //! The maps' bytes (`slot(i)`) read once into `out` (n * 128 bytes), kept only when they still hash to `key`: a pass
@@ -275,6 +270,11 @@ bool snapshot_of_key(const MemoEntry& e, uint64_t key, std::size_t n, const MapB
          again == key;
 }
 
+// A clean launch of the entry's kernel seen again by its key (its maps' bytes differ from the copy, or were not
+// compared): a key that repeats the entry's last clean key (the kernel settled on these tensors), or an entry without
+// a copy, takes a copy, so that the launches after it take the compare; another key only becomes the last one.
+// Copying each layer's maps in turn, when one kernel is launched once per layer on its own tensors, would cost more
+// than the compare saves; but a copy left at another layer's bytes would send every later repeat to the hash.
 template <typename MapBytes>
 __attribute__((noinline, cold)) void renew_copy(MemoEntry& e, uint64_t key, const MapBytes& slot) {
   const InsideTmaguard inside;
