@@ -16,9 +16,10 @@
 //   [[rule.check]]           the judgments, each with an optional id, severity (error, warning) and hint
 // when/require/check entries share the check kinds of check_kinds.cpp (kind = "...", a and b, or map):
 // same_innermost, same_dims, same_strides, same_address, distinct_address, permutation_of, dims_extend,
-// same_outer_dims, same_dim (dim, dim_b), same_dtype (a, b; b may list several maps); dtype, swizzle, encoder (map, allowed = [..]);
-// rank (map, equals); alignment (map, bytes); strides_increasing (map); no_overlap (a, b); disjoint_elements (a, b);
-// has_dim_of (a, b, dim). A rule with the id of a built-in rule replaces it only with replaces_builtin = true.
+// same_outer_dims, same_dim (dim, dim_b), same_dtype (a, b; b may list several maps); dtype, swizzle, encoder (map,
+// allowed = [..]); rank (map, equals); alignment (map, bytes); strides_increasing (map); no_overlap (a, b);
+// disjoint_elements (a, b); has_dim_of (a, b, dim); innermost_shared, both_innermost (a, b: two operands contracted
+// over one dim). A rule with the id of a built-in rule replaces it only with replaces_builtin = true.
 #pragma once
 
 #include <cstdint>

@@ -309,6 +309,37 @@ Result has_dim_of(const Check& c, const TensorMapView& av, const TensorMapView* 
                       fmt::format("{} dims {}, {} dims {}", c.a, dims_str(av), bname(c), dims_str(*b))};
 }
 
+// Two operands contracted over one dim (FA4's Q and K over the head dim): at most one of them transposed still has the
+// other's innermost dim among its dims. The signature of such a pair, which holds whichever of the two is transposed.
+Result innermost_shared(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  for (uint32_t i = 0; i < av.rank; ++i)
+    if (b->rank && same_extent(av, i, *b, 0)) return std::nullopt;
+  for (uint32_t j = 0; j < b->rank; ++j)
+    if (av.rank && same_extent(av, 0, *b, j)) return std::nullopt;
+  return CheckFailure{fmt::format("{}'s innermost dim is one of {}'s dims, or {}'s innermost one of {}'s", c.a,
+                                  bname(c), bname(c), c.a),
+                      fmt::format("{} dims {}, {} dims {}", c.a, dims_str(av), bname(c), dims_str(*b))};
+}
+
+// Both operands keep the dim they are contracted over innermost (FA4's forward compiles Q and K K-major): a.dims[0] ==
+// b.dims[0]. Neither is assumed healthy, so the failure names the transposed one only where the dims tell (its dim 1
+// is the other's dim 0 and not the other way round), else both.
+Result both_innermost(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  const TensorMapView& bv = *b;
+  if (av.rank && bv.rank && same_extent(av, 0, bv, 0)) return std::nullopt;
+  const bool a_t = av.rank > 1 && bv.rank && same_extent(av, 1, bv, 0);
+  const bool b_t = bv.rank > 1 && av.rank && same_extent(bv, 1, av, 0);
+  const std::string which = a_t == b_t ? fmt::format("{} or {} is transposed (its contiguous dim is not the one both "
+                                                     "are contracted over)",
+                                                     c.a, bname(c))
+                            : a_t      ? fmt::format("{} is transposed (its contiguous dim is {}'s dim 1)", c.a, c.a)
+                                       : fmt::format("{} is transposed (its contiguous dim is {}'s dim 1)", bname(c),
+                                                     bname(c));
+  return CheckFailure{fmt::format("{} and {} both innermost in the dim they are contracted over (dim 0 equal)", c.a,
+                                  bname(c)),
+                      fmt::format("{} dims {}, {} dims {}: {}", c.a, dims_str(av), bname(c), dims_str(bv), which)};
+}
+
 }  // namespace
 
 const std::vector<CheckKind>& check_kinds() {
@@ -334,6 +365,8 @@ const std::vector<CheckKind>& check_kinds() {
       {"same_outer_dims", true, {}, no_keys, same_outer_dims, true},
       {"same_dim", true, {"dim", "dim_b"}, parse_dim, same_dim, true},
       {"same_dtype", true, {}, no_keys, same_dtype, true},
+      {"innermost_shared", true, {}, no_keys, innermost_shared, true},
+      {"both_innermost", true, {}, no_keys, both_innermost, true},
   };
   return kinds;
 }
