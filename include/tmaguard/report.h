@@ -74,6 +74,8 @@ struct Summary {
   uint64_t call_sites_taken = 0, call_site_ns = 0;
   // Tensor maps compared with the tensors the job declared (tmaguard.declared): absent from the record when none.
   uint64_t maps_compared_with_tensors = 0;
+  // Maps whose large-tensor flag the repair cleared (TMAGUARD_REPAIR=large-tensor-flag): absent when none.
+  uint64_t large_flags_cleared = 0;
   std::map<std::string, uint64_t> device_skipped;
 };
 

@@ -23,6 +23,7 @@ namespace {
 // forked child).
 std::atomic<uint64_t> g_sites{0}, g_site_ns{0};
 std::atomic<uint64_t> g_compared_with_tensors{0};
+std::atomic<uint64_t> g_large_flags_cleared{0};
 std::atomic<uint64_t> g_audit[3];
 std::atomic<uint64_t> g_unchecked[static_cast<int>(Unchecked::kCount)];
 std::atomic<uint64_t> g_audit_skipped[static_cast<int>(AuditSkip::kCount)];
@@ -80,6 +81,7 @@ void fork_child() {
   for (auto& a : g_unchecked) a.store(0, std::memory_order_relaxed);
   g_sites.store(0, std::memory_order_relaxed);
   g_compared_with_tensors.store(0, std::memory_order_relaxed);
+  g_large_flags_cleared.store(0, std::memory_order_relaxed);
   g_site_ns.store(0, std::memory_order_relaxed);
   if (g_threads) {
     g_threads->clear();
@@ -121,6 +123,8 @@ void count_call_site(uint64_t ns) {
 }
 void count_compared_with_tensors(uint64_t n) { g_compared_with_tensors.fetch_add(n, std::memory_order_relaxed); }
 uint64_t compared_with_tensors() { return g_compared_with_tensors.load(std::memory_order_relaxed); }
+void count_large_flag_cleared() { g_large_flags_cleared.fetch_add(1, std::memory_order_relaxed); }
+uint64_t large_flags_cleared() { return g_large_flags_cleared.load(std::memory_order_relaxed); }
 
 CallSiteCounts call_site_counts() {
   return {g_sites.load(std::memory_order_relaxed), g_site_ns.load(std::memory_order_relaxed)};

@@ -44,6 +44,10 @@ CallSiteCounts call_site_counts();
 void count_compared_with_tensors(uint64_t n);
 uint64_t compared_with_tensors();
 
+//! Maps whose large-tensor flag the encode repair cleared (TMAGUARD_REPAIR), process-wide; a fork's child starts at 0.
+void count_large_flag_cleared();
+uint64_t large_flags_cleared();
+
 //! The device-map audit's counts (device_audit.cpp), process-wide; the child of a fork starts from zero.
 enum class AuditSkip : int {
   kCapturing,

@@ -337,7 +337,8 @@ Result both_innermost(const Check& c, const TensorMapView& av, const TensorMapVi
                                                      bname(c));
   return CheckFailure{fmt::format("{} and {} both innermost in the dim they are contracted over (dim 0 equal)", c.a,
                                   bname(c)),
-                      fmt::format("{} dims {}, {} dims {}: {}", c.a, dims_str(av), bname(c), dims_str(bv), which)};
+                      fmt::format("{} dims {}, {} dims {}: {}", c.a, dims_str(av), bname(c), dims_str(bv), which),
+                      b_t && !a_t};
 }
 
 }  // namespace

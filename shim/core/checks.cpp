@@ -44,7 +44,34 @@ const char* inline_hint(const TensorMapView& v) {
   }
 }
 
+// The large-tensor flag over a small tensor on a platform the release notes name: what was found, and the fix.
+void check_large_flag(std::string_view kernel, const TensorMapParam& m, const Arch& arch, std::vector<Finding>& out) {
+  const std::optional<uint64_t> span = large_flag_hazard(m.decoded.view, arch);
+  if (!span) return;
+  Finding f = make_finding(FindingId::kTmapLargeFlagSmallTensor, kernel, "param " + to_string(m.place), &m);
+  f.expected = fmt::format("the large-tensor flag (bit 85: word 2 bit 21) clear on a tensor spanning under {} bytes",
+                           kLargeFlagSpan);
+  f.observed = fmt::format("the flag is set and the tensor spans {} bytes, on sm_{}{} with driver {}.{} ({}): NVIDIA's "
+                           "595.71.05 release notes give this map sporadic illegal-address faults (XID 13)",
+                           *span, arch.major, arch.minor, arch.driver / 1000, arch.driver % 1000 / 10, arch.driver);
+  f.hint = "clear bit 85 after encoding (((uint64_t*)&map)[1] &= ~(1ull << 21)), as CUTLASS 4.3.4 and Triton do, or "
+           "update the driver; TMAGUARD_REPAIR=large-tensor-flag clears it in the maps encoded under tmaguard";
+  out.push_back(std::move(f));
+}
+
 }  // namespace
+
+bool large_flag_platform(const Arch& arch) {
+  const int v = arch.driver;
+  return arch.major >= 10 && v > 0 && (v <= 13010 || v == 13020 || v == 13030);
+}
+
+std::optional<uint64_t> large_flag_hazard(const TensorMapView& v, const Arch& arch) {
+  if (!v.large_tensor_flag() || !large_flag_platform(arch) || v.ragged_dims) return std::nullopt;
+  const std::optional<ByteRange> r = map_range(v.encode_args());
+  if (!r || r->end - r->first >= kLargeFlagSpan) return std::nullopt;
+  return r->end - r->first;
+}
 
 void check_descriptor(std::string_view kernel, const TensorMapParam& m, const Arch& arch, std::vector<Finding>& out) {
   if (!m.decoded.ok()) return;
@@ -66,6 +93,7 @@ void check_descriptor(std::string_view kernel, const TensorMapParam& m, const Ar
     out.push_back(std::move(f));
     return;
   }
+  check_large_flag(kernel, m, arch, out);
   const Severity severity = driver_rule_severity(v, arch);
   const EncodeArgs a = v.encode_args();
   // Interleaved im2col has driver rules beyond the documented ones (see tests/data): judge only the rest.

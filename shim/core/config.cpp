@@ -129,6 +129,13 @@ struct OnRulesErrorFlag {  // continue_on_rules_error
   static std::string read(std::string_view v, bool& out) { return read_choice(kChoices, v, out); }
   static std::string show(bool v) { return show_choice(kChoices, v); }
 };
+struct RepairFlag {  // repair_large_tensor_flag
+  static constexpr Choice<bool> kChoices[] = {{"off", false}, {"large-tensor-flag", true}};
+  static constexpr bool kNamesFile = false;
+  static std::string values() { return choice_values(kChoices); }
+  static std::string read(std::string_view v, bool& out) { return read_choice(kChoices, v, out); }
+  static std::string show(bool v) { return show_choice(kChoices, v); }
+};
 struct SwitchFlag {
   static constexpr Choice<bool> kChoices[] = {{"on", true}, {"off", false}};
   static constexpr Choice<bool> kSpellings[] = {{"true", true}, {"yes", true}, {"1", true},

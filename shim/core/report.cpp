@@ -430,6 +430,7 @@ std::string summary_json(const Summary& s, const ProcessContext& ctx) {
                               {"maps_found", s.device_maps_found},
                               {"skipped", s.device_skipped}};
   if (s.maps_compared_with_tensors) j[field::kComparedWithTensors] = s.maps_compared_with_tensors;
+  if (s.large_flags_cleared) j[field::kLargeFlagsCleared] = s.large_flags_cleared;
   if (!s.version.empty()) j[field::kVersion] = s.version;
   if (!s.revision.empty()) j[field::kRevision] = s.revision;
   const std::string body =
@@ -469,6 +470,8 @@ std::string summary_text(const Summary& s, const ProcessContext& ctx) {
   }
   if (s.maps_compared_with_tensors)
     line += fmt::format("; {} tensor maps compared with declared tensors", s.maps_compared_with_tensors);
+  if (s.large_flags_cleared)
+    line += fmt::format("; {} large-tensor flags cleared (TMAGUARD_REPAIR)", s.large_flags_cleared);
   const std::string by = s.version.empty() ? "" : fmt::format("; tmaguard {} git {}", s.version, s.revision);
   return line + fmt::format(" ({}{})", ctx_text(ctx), by);
 }

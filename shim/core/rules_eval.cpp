@@ -245,7 +245,9 @@ struct RuleRun {
       return false;
     }
     if (!e.failure) return true;
-    Finding f = finding(c.id, c.severity, c.a, map_a(c), c.hint);
+    const bool on_b = e.failure->on_b && e.bi >= 0;
+    Finding f = finding(c.id, c.severity, on_b ? std::string(e.b) : c.a,
+                        on_b ? &lm.maps[static_cast<std::size_t>(e.bi)] : map_a(c), c.hint);
     f.expected = e.failure->expected;
     f.observed = e.failure->observed;
     out.push_back(std::move(f));

@@ -34,9 +34,11 @@ struct Check {
   uint64_t number_b = 0;             // same_dim: the dimension index in b
 };
 
-//! What a check says when it does not hold: both one sentence, in the user's words.
+//! What a check says when it does not hold: both one sentence, in the user's words. `on_b`: the map at fault is b, not
+//! a (both_innermost, when the dims tell that b is the transposed one): the finding names b.
 struct CheckFailure {
   std::string expected, observed;
+  bool on_b = false;
 };
 
 //! Reads a check's own keys for its kind (the parser implements it; errors carry file and line).

@@ -1,6 +1,8 @@
-// tmaguard shim: compute capability per context (cuCtxGetCurrent, cuCtxGetDevice, cuDeviceGetAttribute).
+// tmaguard shim: compute capability per context (cuCtxGetCurrent, cuCtxGetDevice, cuDeviceGetAttribute), and the
+// driver's version (cuDriverGetVersion, asked once: one driver serves the process).
 #include "driver/device_arch.h"
 
+#include <atomic>
 #include <mutex>
 
 #include "driver/driver.h"
@@ -18,6 +20,17 @@ std::mutex g_mu;
 Known g_known[kContexts];
 int g_next = 0;
 
+// cuDriverGetVersion's answer, asked once (0 until asked or when it fails).
+int driver_version() {
+  static std::atomic<int> version{-1};
+  int v = version.load(std::memory_order_relaxed);
+  if (v >= 0) return v;
+  auto get = TG_REAL(cuDriverGetVersion);
+  if (!get || get(&v) != CUDA_SUCCESS || v < 0) v = 0;
+  version.store(v, std::memory_order_relaxed);
+  return v;
+}
+
 Arch query() {
   auto get_dev = TG_REAL(cuCtxGetDevice);
   auto attr = TG_REAL(cuDeviceGetAttribute);
@@ -27,6 +40,7 @@ Arch query() {
   if (attr(&a.major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
       attr(&a.minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS)
     return {};
+  a.driver = driver_version();
   return a;
 }
 

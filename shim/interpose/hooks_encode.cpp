@@ -1,6 +1,7 @@
 // tmaguard shim: cuTensorMapEncode* and cuTensorMapReplaceAddress wrappers. They gather an encode's arguments and
 // record its bytes' provenance (provenance.h); what is said about an encode is report/encode_notes.h's. The driver's
-// return code is never changed.
+// return code is never changed; its bytes only by TMAGUARD_REPAIR=large-tensor-flag (encode_notes.h).
+#include "driver/device_arch.h"
 #include "driver/provenance.h"
 #include "report/encode_notes.h"
 #include "runtime/intercept.h"
@@ -13,12 +14,13 @@ namespace {
 // the arguments. Failure: explain it. The arguments are gathered only for new bytes or a failure, never for a repeat
 // encode (Triton re-encodes every launch).
 template <typename Gather>
-void after_encode(const Intercepted& call, EncodeApi api, CUresult rc, const CUtensorMap* map, Gather&& gather) {
+void after_encode(const Intercepted& call, EncodeApi api, CUresult rc, CUtensorMap* map, Gather&& gather) {
   if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_INVALID_VALUE) return;
   if (!call.active()) return;
   try {
     if (rc != CUDA_SUCCESS) return note_encode_refused(api, rc, gather());
     if (!map) return;
+    if (config().repair_large_tensor_flag) repair_large_flag(api, map, current_arch());
     const uint64_t h = provenance_hash(reinterpret_cast<const uint8_t*>(map));
     const Provenance seen = provenance_lookup(h);
     if (seen.api == api && !seen.replaced) return;

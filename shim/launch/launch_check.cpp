@@ -7,6 +7,8 @@
 //            found clean goes to the memo
 #include "launch/launch_check.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -16,6 +18,7 @@
 #include "base/counters.h"
 #include "base/hash_key.h"
 #include "callsite/capture.h"
+#include "driver/allocations.h"
 #include "driver/device_arch.h"
 #include "runtime/intercept.h"
 #include "launch/census.h"
@@ -261,6 +264,21 @@ void attach_call_site(std::vector<Finding>& findings) {
 
 namespace {
 
+// The large-tensor-flag hazard is the driver's when the tensor's allocation is under 128 KiB: the finding names the
+// allocation under the map, as far as the driver says.
+void name_allocation(Finding& f, const TensorMapParam& m) {
+  static const std::string kHazard = finding_id(FindingId::kTmapLargeFlagSmallTensor);
+  if (f.rule != kHazard || !m.decoded.ok()) return;
+  Range r;
+  switch (allocation_of(m.decoded.view.address, &r)) {
+    case Allocation::kFound:
+      f.observed += fmt::format("; its allocation [0x{:x}, 0x{:x}) holds {} bytes", r.start, r.end, r.end - r.start);
+      break;
+    case Allocation::kNotAllocated: f.observed += "; its address is not memory the driver allocated"; break;
+    case Allocation::kUnknown: break;
+  }
+}
+
 Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, const std::vector<std::size_t>& slots,
                const std::vector<bool>& known_clean, Judgement& j, uint64_t layout) {
   for (const NotCheckable& n : j.not_checkable) report_not_checkable(n.reason, n.message);
@@ -270,6 +288,7 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
     for (std::size_t i = 0; i < maps.size(); ++i)
       if (fd.place == maps[i].place) {
         fd.provenance = provenance_of(c.bytes[slots[i]]);
+        name_allocation(fd, maps[i]);
         named[i] = true;
       }
   // A map the generic check found nothing in is remembered by its bytes (a finding may be about the kernel as a

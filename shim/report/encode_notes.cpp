@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cstring>
 #include <optional>
 
+#include "base/counters.h"
 #include "driver/allocations.h"
 #include "report/reporter.h"
 
@@ -74,6 +76,26 @@ void lint_bounds(EncodeApi api, const EncodeArgs& a) {
 void note_encode_accepted(EncodeApi api, const CUtensorMap& map, const EncodeArgs& args) {
   for (const EncodeProblem& p : encode_warnings(args)) warn_once(api, p.kind, [&] { return p.message; });
   lint_bounds(api, bounds_args(map, args));
+}
+
+void repair_large_flag(EncodeApi api, CUtensorMap* map, const Arch& arch) {
+  auto* bytes = reinterpret_cast<uint8_t*>(map);
+  const DecodeResult d = decode(bytes);
+  if (!d.ok()) return;
+  const std::optional<uint64_t> span = large_flag_hazard(d.view, arch);
+  if (!span) return;
+  uint64_t word;  // bit 85 is bit 21 of the second 64-bit word
+  std::memcpy(&word, bytes + 8, 8);
+  word &= ~(uint64_t{1} << 21);
+  std::memcpy(bytes + 8, &word, 8);
+  count_large_flag_cleared();
+  static std::atomic<bool> said{false};
+  if (said.exchange(true, std::memory_order_relaxed)) return;
+  report_notice(Notice::kLargeFlagCleared, "large-tensor-flag",
+                fmt::format("{} set the large-tensor flag (bit 85) on a tensor spanning {} bytes, on sm_{}{} with driver "
+                            "{}: cleared, as CUTLASS 4.3.4 does (TMAGUARD_REPAIR=large-tensor-flag); the summary counts "
+                            "every map cleared",
+                            encode_api_name(api), *span, arch.major, arch.minor, arch.driver));
 }
 
 void note_encode_refused(EncodeApi api, CUresult rc, const EncodeArgs& args) {

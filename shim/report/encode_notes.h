@@ -5,6 +5,7 @@
 
 #include "base/cuda_names.h"
 #include "driver/provenance.h"
+#include "tmaguard/checks.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {
@@ -16,5 +17,9 @@ void note_encode_accepted(EncodeApi api, const CUtensorMap& map, const EncodeArg
 //! An encode the driver refused with CUDA_ERROR_INVALID_VALUE (or another code `rc`): says in one line which
 //! documented requirement the arguments break.
 void note_encode_refused(EncodeApi api, CUresult rc, const EncodeArgs& args);
+//! TMAGUARD_REPAIR=large-tensor-flag: clears bit 85 of a map the driver just encoded when it carries the flag over a
+//! tensor spanning under 128 KiB on a platform NVIDIA's release notes name (`arch`: the current device and driver),
+//! exactly as CUTLASS 4.3.4 does after its encode; counts it and says so once. Never on any other map or platform.
+void repair_large_flag(EncodeApi api, CUtensorMap* map, const Arch& arch);
 
 }  // namespace tmaguard

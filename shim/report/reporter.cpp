@@ -323,6 +323,7 @@ Summary summary_of(const Reporter& rep) {
   s.call_sites_taken = cs.taken;
   s.call_site_ns = cs.ns;
   s.maps_compared_with_tensors = compared_with_tensors();
+  s.large_flags_cleared = large_flags_cleared();
   s.version = TMAGUARD_VERSION;
   s.revision = TMAGUARD_REVISION;
   return s;

@@ -88,6 +88,7 @@ const std::vector<Scenario>& core_scenarios();
 const std::vector<Scenario>& hardening_scenarios();
 const std::vector<Scenario>& fa4_scenarios();
 const std::vector<Scenario>& fa4_forward_scenarios();
+const std::vector<Scenario>& blackwell_scenarios();
 const std::vector<Scenario>& struct_scenarios();
 const std::vector<Scenario>& fail_closed_scenarios();
 const std::vector<Scenario>& device_scenarios();

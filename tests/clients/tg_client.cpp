@@ -79,7 +79,7 @@ static int tg_client_main(int argc, char** argv) {
       die("unknown option");
   }
   const Scenario* sc = nullptr;
-  for (const auto* table : {&core_scenarios(), &hardening_scenarios(), &fa4_scenarios(), &fa4_forward_scenarios(), &struct_scenarios(),
+  for (const auto* table : {&core_scenarios(), &hardening_scenarios(), &fa4_scenarios(), &fa4_forward_scenarios(), &blackwell_scenarios(), &struct_scenarios(),
                             &fail_closed_scenarios(), &device_scenarios(), &evidence_scenarios(),
                             &round5_scenarios(), &fleet_scenarios(), &tensor_scenarios(), &robustness_scenarios()})
     for (const Scenario& s : *table)

@@ -162,3 +162,41 @@ TEST(Descriptor, AWrongFormWordIsAnUnknownFormStrictlyAndAnIgnoredWordForTheHard
   EXPECT_EQ(hw.view.dims, strict.view.dims);
   EXPECT_EQ(hw.view.box, strict.view.box);
 }
+
+// The Blackwell driver's large-tensor-flag hazard (NVIDIA 595.71.05 release notes): the flag over a tensor spanning
+// under 128 KiB, on compute capability 10.0 or later with a driver up to 13.1 or the 13.2/13.3 forward-compatibility
+// ones, is an error; anywhere else the flag is a fact, never a finding.
+TEST(Descriptor, LargeFlagOverASmallTensorOnAnAffectedPlatform) {
+  auto flagged = [](uint64_t s) {
+    TensorMapParam m = bshd(0, 0x7f0000000000ULL, 1, s, 1, 128);  // 256-byte rows
+    uint8_t bytes[128];
+    EXPECT_EQ(encode(m.decoded.view.encode_args(), bytes), 0);
+    bytes[10] |= 1u << 5;  // word 2 bit 21: bit 85
+    m.decoded = decode(bytes);
+    EXPECT_TRUE(m.decoded.view.large_tensor_flag());
+    return m;
+  };
+  auto rules = [](const TensorMapParam& m, const Arch& a) {
+    std::vector<Finding> out;
+    check_descriptor("k", m, a, out);
+    std::vector<std::string> r;
+    for (const Finding& f : out) r.push_back(f.rule + (f.severity == Severity::kError ? "!" : "?"));
+    return r;
+  };
+  const TensorMapParam small = flagged(100), big = flagged(512);  // 25,600 and 131,072 bytes
+  for (const int driver : {12080, 13000, 13010, 13020, 13030})
+    for (const Arch a : {Arch{10, 0, driver}, Arch{10, 3, driver}, Arch{12, 0, driver}}) {
+      EXPECT_EQ(rules(small, a), std::vector<std::string>{"tmap-large-flag-small-tensor!"}) << a.major << " " << driver;
+      EXPECT_EQ(large_flag_hazard(small.decoded.view, a), std::optional<uint64_t>(25600));
+      EXPECT_TRUE(rules(big, a).empty()) << "128 KiB and more: the flag is right there";
+    }
+  for (const Arch a : {Arch{10, 0, 13040}, Arch{10, 0, 13100}, Arch{10, 0, 0}, Arch{9, 0, 13010}, Arch{0, 0, 13010}})
+    EXPECT_TRUE(rules(small, a).empty()) << a.major << " " << a.driver;
+  EXPECT_TRUE(rules(bshd(0, 0x7f0000000000ULL, 1, 100, 1, 128), Arch{10, 0, 13010}).empty()) << "the flag clear";
+  std::vector<Finding> out;
+  check_descriptor("k", small, Arch{10, 0, 13010}, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].observed.find("spans 25600 bytes, on sm_100 with driver 13.1 (13010)"), std::string::npos)
+      << out[0].observed;
+  EXPECT_NE(out[0].hint.find("~(1ull << 21)"), std::string::npos);
+}

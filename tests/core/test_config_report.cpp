@@ -112,7 +112,7 @@ TEST(Config, ReferenceTableIsTheDeclaredOne) {
   EXPECT_NE(source_file("docs/reference.md").find(flags_markdown_table()), std::string::npos)
       << "docs/reference.md must carry this table (tmaguard-tool env --markdown prints it):\n"
       << flags_markdown_table();
-  EXPECT_EQ(flags().size(), 15u);
+  EXPECT_EQ(flags().size(), 16u);
   EXPECT_EQ(flags()[0].values, "abort|reject|log|inspect|off");  // a choice flag's values come from its choices
 }
 
@@ -442,7 +442,8 @@ TEST(Config, TheDefaultsTheTableShowsAreTheDefaultsInForce) {
     EXPECT_EQ(c.device_read_bytes, d.device_read_bytes) << f.name;
     EXPECT_EQ(c.stack, d.stack) << f.name;
     EXPECT_EQ(c.summary_interval_s, d.summary_interval_s) << f.name;
+    EXPECT_EQ(c.repair_large_tensor_flag, d.repair_large_tensor_flag) << f.name;
     ++compared;
   }
-  EXPECT_EQ(compared, 8u) << "a variable with a value default was added: compare its member here";
+  EXPECT_EQ(compared, 9u) << "a variable with a value default was added: compare its member here";
 }

@@ -77,6 +77,8 @@ TEST(Fa4Forward, TransposedQOrKIsAnErrorNamingIt) {
     f.k = bshd(2, 512, 4, d, true);  // a KV cache kept (b, h, d, s)
     j = judge(qkvo(f, kernel == kSm90Fwd), kernel);  // SM90 always stores O through a map
     ASSERT_EQ(rules_of(j), std::vector<std::string>{"fa4-fwd-qk-not-k-major!"}) << kernel;
+    EXPECT_EQ(j.findings[0].tensor, "K") << "the finding names the map at fault";
+    EXPECT_EQ(j.findings[0].place, (MapPlace{11, 0}));
     EXPECT_NE(j.findings[0].observed.find("K is transposed"), std::string::npos) << j.findings[0].observed;
   }
   // Q and K transposed with one sequence length for both (s_q == s_k == 256): the dims cannot tell which, so both
@@ -88,6 +90,7 @@ TEST(Fa4Forward, TransposedQOrKIsAnErrorNamingIt) {
   f.v = bshd(2, 256, 4, 128);
   const Judgement j = judge(qkvo(f), kSm100Fwd);
   ASSERT_EQ(rules_of(j), std::vector<std::string>{"fa4-fwd-qk-not-k-major!"});
+  EXPECT_EQ(j.findings[0].tensor, "Q");
   EXPECT_NE(j.findings[0].observed.find("Q or K is transposed"), std::string::npos) << j.findings[0].observed;
 }
 

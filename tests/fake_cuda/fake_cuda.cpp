@@ -218,10 +218,31 @@ CUresult get_proc(const char* symbol, void** pfn, int version, cuuint64_t flags,
   return legacy ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
 }
 
+// FAKECUDA_AFFECTED_BLACKWELL=1: the GPU and driver NVIDIA's 595.71.05 release notes name (compute capability 10.0 and
+// driver 13010, unless FAKECUDA_CC / FAKECUDA_DRIVER_VERSION say otherwise), whose encoder sets the large-tensor flag
+// (word 2 bit 21) over a tensor spanning under 128 KiB that is not dense and non-overlapping.
+bool affected_blackwell() {
+  const char* v = std::getenv("FAKECUDA_AFFECTED_BLACKWELL");
+  return v && std::strcmp(v, "1") == 0;
+}
+// Dense and non-overlapping in the order given: each stride is the bytes of the dims inside it, nothing more.
+bool dense(const tmaguard::EncodeArgs& a) {
+  uint64_t inside = a.dims[0] * tmaguard::element_size(static_cast<tmaguard::DataType>(a.dtype));
+  for (uint32_t i = 1; i < a.rank; ++i) {
+    if (a.strides[i - 1] != inside) return false;
+    inside *= a.dims[i];
+  }
+  return true;
+}
+
 CUresult encode(const tmaguard::EncodeArgs& a, CUtensorMap* map) {
   if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
   if (!map || reinterpret_cast<uintptr_t>(map) % 16) return CUDA_ERROR_INVALID_VALUE;
-  return static_cast<CUresult>(tmaguard::encode(a, reinterpret_cast<uint8_t*>(map)));
+  const auto rc = static_cast<CUresult>(tmaguard::encode(a, reinterpret_cast<uint8_t*>(map)));
+  const std::optional<tmaguard::ByteRange> span = tmaguard::map_range(a);
+  if (rc == CUDA_SUCCESS && affected_blackwell() && span && span->end - span->first < 128 * 1024 && !dense(a))
+    reinterpret_cast<uint8_t*>(map)[10] |= 1u << 5;  // word 2 bit 21: bit 85
+  return rc;
 }
 
 CUresult param_info(FakeKernel* k, std::size_t i, std::size_t* off, std::size_t* size) {
@@ -323,9 +344,11 @@ CUresult fake_cuInit(unsigned int flags) {
   g_init = true;
   return CUDA_SUCCESS;
 }
+// The driver's version: FAKECUDA_DRIVER_VERSION, else 13010 for an affected Blackwell, else 13000.
 CUresult fake_cuDriverGetVersion(int* v) {
   if (!v) return CUDA_ERROR_INVALID_VALUE;
-  *v = 13000;
+  const char* e = std::getenv("FAKECUDA_DRIVER_VERSION");
+  *v = e ? std::atoi(e) : affected_blackwell() ? 13010 : 13000;
   return CUDA_SUCCESS;
 }
 CUresult fake_cuGetErrorString(CUresult e, const char** s) {
@@ -506,7 +529,8 @@ CUresult fake_cuLibraryGetModule(CUmodule* out, CUlibrary l) {
   return CUDA_SUCCESS;
 }
 
-// One context on one device, whose compute capability is FAKECUDA_CC ("MAJOR.MINOR", default 9.0 as the H200).
+// One context on one device, whose compute capability is FAKECUDA_CC ("MAJOR.MINOR", default 9.0 as the H200; 10.0
+// with FAKECUDA_AFFECTED_BLACKWELL=1).
 CUresult fake_cuCtxGetCurrent(CUcontext* ctx) {
   if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
@@ -523,7 +547,7 @@ CUresult fake_cuDeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice
   if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;
   if (!value) return CUDA_ERROR_INVALID_VALUE;
   if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  int major = 9, minor = 0;
+  int major = affected_blackwell() ? 10 : 9, minor = 0;
   if (const char* cc = std::getenv("FAKECUDA_CC")) std::sscanf(cc, "%d.%d", &major, &minor);
   if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *value = major;
   else if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *value = minor;

@@ -2,7 +2,7 @@
 // with its upstream map signature and reports whether its outputs came out right. Driven by run_checks.py.
 //
 //   fa4_family_gpu KERNEL LAUNCH DESC SCENARIO
-//   KERNEL: sm90 (Q K V dO dK dV) | sm90_gqa (Q K V dO; dK/dV accumulators as pointers) | sm90_varlen (two sequences of
+//   KERNEL: sm90_fwd | sm100_fwd (Q K V O: O = 2 Q) | sm90 (Q K V dO dK dV) | sm90_gqa (Q K V dO; dK/dV accumulators as pointers) | sm90_varlen (two sequences of
 //           700 and 300 tokens; dK/dV ptr-shift ragged maps) | hd256_dq (q k v do kt dQ) | mla (dS dQ dQv) |
 //           mla_dqv (dS dQv)
 //   LAUNCH: runtime (cudaLaunchKernel) | library (cudaLibraryLoadData + cudaLaunchKernelExC, a 2-CTA cluster: CuTe
@@ -10,6 +10,7 @@
 //   DESC: encode (cuTensorMapEncodeTiled) | inline (no encode call, the driver's byte form) | cute (CuTe DSL's form)
 //   SCENARIO: ok | dk_bad | dv_bad (seqlen-contiguous; sm90_varlen: heads contiguous) | dk_expand (batch stride 0)
 //             | dq_bad | dq_expand (hd256_dq) | dq_t | dqv_t | dq_expand | dqv_expand (mla)
+//             | q_bad | k_bad (the forwards: Q or K seqlen-contiguous)
 // Prints "FAMILY ... launch_rc=N sync=N out=NAME:correct|wrong|untouched,..." and exits 0 unless CUDA itself failed.
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -179,7 +180,25 @@ int main(int argc, char** argv) {
   const void* host_fn = nullptr;
   std::string name;
 
-  if (kernel == "sm90" || kernel == "sm90_gqa") {
+  if (kernel == "sm90_fwd" || kernel == "sm100_fwd") {
+    // (b, s, h, d) with s_q 384, s_k 512, head dim 128: Q K V O maps, LSE, scale. O = 2 Q.
+    const uint64_t S = 384, SK = 512, H = 4, D = 128, n = B * S * H * D, nk = B * SK * H * D;
+    Buf &q = buf(n, true), &k = buf(nk, true), &v = buf(nk, true), &o = buf(n, false);
+    map_arg(bshd(q, B, S, H, D, scenario == "q_bad"));
+    map_arg(bshd(k, B, SK, H, D, scenario == "k_bad"));
+    map_arg(bshd(v, B, SK, H, D));
+    map_arg(bshd(o, B, S, H, D));
+    word_arg(reinterpret_cast<uint64_t>(v.dev));  // LSE (unused)
+    args.push_back(&scale);
+    std::vector<uint16_t> w(n);
+    for (size_t i = 0; i < n; ++i) w[i] = scaled(q.host[i], 2.f);
+    outputs.push_back({"O", {&o, w}});
+    grid = dim3(S / kTileS, H, B);
+    const bool sm90 = kernel == "sm90_fwd";
+    host_fn = sm90 ? reinterpret_cast<const void*>(&FA4_SM90_FWD) : reinterpret_cast<const void*>(&FA4_SM100_FWD);
+    name = sm90 ? "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm90FlashAttentionForwardSm90_object_at__tmaguard_0"
+                : "kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__tmaguard_0";
+  } else if (kernel == "sm90" || kernel == "sm90_gqa") {
     const uint64_t S = 256, H = 4, D = 128, n = B * S * H * D;
     Buf &q = buf(n, true), &k = buf(n, true), &v = buf(n, true), &dout = buf(n, true);
     Buf &dk = buf(n, false), &dv = buf(n, false);

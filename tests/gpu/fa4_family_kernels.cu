@@ -1,6 +1,6 @@
 // GPU test kernels (sm_90a) carrying the names and tensor-map signatures of the rest of FlashAttention-4's backward
 // family (flash-attention 0251105a): the SM90 kernel (MHA, GQA, varlen K with ptr-shift ragged dK/dV maps), the
-// head-dim-256 dQ kernel and the sparse MLA dQ/dQv GEMM. Each really TMA-loads an input and TMA-stores a scaled copy
+// head-dim-256 dQ kernel and the sparse MLA dQ/dQv GEMM; and of its forward kernels (SM90 and SM100: Q K V O). Each really TMA-loads an input and TMA-stores a scaled copy
 // through the output maps it is given, so a wrong output map silently lands the stores in the wrong places.
 // Built into fa4_family_gpu and, as a cubin, loaded through cudaLibraryLoadData / cuModuleLoadData.
 #include "fa4_kernels.cu"
@@ -13,6 +13,9 @@
 // clang-format off
 #define FA4_HD256_DQ kernel_cutlass_kernel_flash_attncutesm100_hd256_2cta_fmha_backward_dqkernelBlackwellFusedMultiHeadAttentionBackwardDQKernel_object_at__tmaguard_0
 // clang-format on
+#define FA4_SM90_FWD kernel_cutlass_kernel_flash_attncuteflash_fwd_sm90FlashAttentionForwardSm90_object_at__tmaguard_0
+#define FA4_SM100_FWD \
+  kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__tmaguard_0
 #define FA4_MLA kernel_cutlass_kernel_flash_attncuteflash_bwd_mla_dq_dqv_sm100dQdQvGemmKernel_object_at__tmaguard_0
 #define FA4_MLA_DQV \
   kernel_cutlass_kernel_flash_attncuteflash_bwd_mla_dq_dqv_sm100dQdQvGemmKernel_object_at__tmaguarddqv_0
@@ -154,4 +157,24 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   init_barrier(&bar);
   uint32_t phase = 0;
   scale_tiles<4>(&ds, &dqv, 4.0f, tile, &bar, phase, 8);
+}
+
+// The forward kernels: Q K V O as maps, then LSE and the scale. O = 2 Q, tile by tile through the Q map as the kernel
+// reads it (K-major: the head dim innermost) and the O map: a transposed Q silently puts other elements into O.
+#define FA4_FORWARD_BODY                          \
+  extern __shared__ uint8_t raw[];                \
+  __shared__ __align__(8) uint64_t bar;           \
+  uint8_t* tile = aligned_tile(raw);              \
+  init_barrier(&bar);                             \
+  uint32_t phase = 0;                             \
+  scale_tiles<4>(&q, &o, 2.0f, tile, &bar, phase, 2);
+extern "C" __global__ void __launch_bounds__(kThreads)
+    FA4_SM90_FWD(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
+                 const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap o, float* lse, float scale) {
+  FA4_FORWARD_BODY
+}
+extern "C" __global__ void __launch_bounds__(kThreads)
+    FA4_SM100_FWD(const __grid_constant__ CUtensorMap q, const __grid_constant__ CUtensorMap k,
+                  const __grid_constant__ CUtensorMap v, const __grid_constant__ CUtensorMap o, float* lse, float scale) {
+  FA4_FORWARD_BODY
 }

@@ -269,6 +269,54 @@ def fa4_family():
     one("mla", "library", "cute", "dq_expand", None, guarded=False)
 
 
+def fa4_forward():
+    """FA4's forward kernels (SM90 and SM100 names, Q K V O, O = 2 Q) through real TMA kernels: healthy runs right and
+    untouched by every launch path; a transposed Q is silently wrong unguarded and stopped guarded in every mode; a
+    transposed K is stopped naming K. On the H100/H200 the driver never sets the large-tensor flag: nothing about it."""
+    exe = os.path.join(ARGS.build, "gpu", "fa4_family_gpu")
+    logdir = os.path.join(ARGS.out, "logs")
+    os.makedirs(logdir, exist_ok=True)
+    n = [0]
+
+    def one(kernel, launch, desc, scenario, mode, guarded=True):
+        n[0] += 1
+        log = os.path.join(logdir, f"forward{n[0]}.jsonl")
+        p, recs, _ = run([exe, kernel, launch, desc, scenario], guarded=guarded, mode=mode, log=log)
+        name = f"{kernel}/{launch}/{desc}/{scenario}/{mode if guarded else 'unguarded'}"
+        f = family_fields(p.stdout)
+        v, w, s = events(recs, "violation"), events(recs, "warning"), events(recs, "summary")
+        flag = [r for r in v + w if r.get("rule") == "tmap-large-flag-small-tensor"]
+        detail = (f"rc={p.returncode} case={f} violations={[(r.get('rule'), r.get('tensor')) for r in v]} "
+                  f"warnings={[r.get('rule') for r in w]} err={p.stderr.strip()[-200:]!r}")
+        outs = f[2] if f else {}
+        if not guarded:
+            ok = p.returncode == 0 and f and f[0] == 0 and outs.get("O") == "wrong"
+            record("silent corruption without tmaguard (FA4 forward)", name, ok, detail)
+            return
+        want = {"q_bad": "Q", "k_bad": "K"}.get(scenario)
+        if scenario == "ok":
+            ok = p.returncode == 0 and f and f[0] == 0 and outs == {"O": "correct"} and not v and not w and s
+        elif mode == "abort":
+            ok = p.returncode == -signal.SIGABRT and len(v) == 1 and v[0].get("tensor") == want
+        elif mode == "reject":
+            ok = p.returncode == 0 and f and f[0] != 0 and outs == {"O": "untouched"} and len(v) == 1
+        else:
+            ok = p.returncode == 0 and f and f[0] == 0 and len(v) == 1
+        ok = ok and not flag and all(r.get("rule") == "fa4-fwd-qk-not-k-major" and r.get("tensor") == want for r in v)
+        record("FA4 forward", name, ok, detail)
+
+    for kernel in ("sm90_fwd", "sm100_fwd"):
+        for launch in ("runtime", "library", "driver", "graph"):
+            one(kernel, launch, "encode", "ok", "abort")
+        for desc in ("inline", "cute"):
+            one(kernel, "library", desc, "ok", "abort")
+        one(kernel, "runtime", "encode", "q_bad", "abort", guarded=False)
+        for mode in ("abort", "reject", "log"):
+            one(kernel, "library", "cute", "q_bad", mode)
+        one(kernel, "driver", "encode", "k_bad", "reject")
+        one(kernel, "graph", "encode", "q_bad", "reject")
+
+
 def gemm_structs():
     """A CUTLASS-3-style kernel (tests/gpu/fa4_kernels.cu): three maps inside its one 1792-byte Params parameter, real
     TMA loads and stores. A user rule (tests/gpu/gemm_rules.toml) catches a transposed D in every mode, through <<<>>>,
@@ -1214,7 +1262,7 @@ def main():
     }
     for k, v in header.items():
         print(f"{k}: {v}")
-    sections = {"fa4": fa4_matrix, "fa4_family": fa4_family, "callsite": callsite, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm, "cudnn": cudnn_sdpa,
+    sections = {"fa4": fa4_matrix, "fa4_family": fa4_family, "fa4_forward": fa4_forward, "callsite": callsite, "device_forms": device_forms, "device_maps": device_maps, "gemm_structs": gemm_structs, "grouped_mm": grouped_mm, "cudnn": cudnn_sdpa,
                 "encode_warnings": encode_warnings, "inspect": inspect_mode, "decoder": decoder_roundtrip, "workloads": workloads, "ranks": ranks,
                 "tensors": declared_tensors, "overhead": overhead, "probe": launch_probe, "threads": launch_threads,
                 "first_launch": first_launch, "sanitizer": sanitizer, "e2e_control": e2e_control, "installed": installed}
