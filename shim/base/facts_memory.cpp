@@ -1,5 +1,6 @@
 // tmaguard shim: the facts memory (facts_memory.h): 16 MiB segments mapped as needed, cut into 4 KiB spans, each span
-// given to one block size (a multiple of 16 bytes); a list of freed blocks per size; the preparer thread, which keeps
+// given to one block size (a multiple of 16 bytes; a span is the unit of blocks, not a page: pages are the kernel's,
+// 4 KiB to 64 KiB, asked of sysconf, and populated whole); a list of freed blocks per size; the preparer thread, which keeps
 // spans ready (populated and read once) so that an allocating thread finds its pages in place. And the library's
 // operator new and delete, which send a FactsScope's blocks here (they are the library's own: the version script keeps
 // them out of the job's symbol namespace).
@@ -9,12 +10,14 @@
 #include <sched.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <new>
 
+#include "arch/cpu.h"
 #include "base/fork_locks.h"
 #include "base/reentry.h"
 
@@ -25,8 +28,7 @@
 namespace tmaguard {
 namespace {
 
-constexpr std::size_t kPage = 4096;
-constexpr std::size_t kSpan = kPage;
+constexpr std::size_t kSpan = 4096;
 constexpr std::size_t kSegment = std::size_t{16} << 20;
 constexpr int kMaxSegments = static_cast<int>(kFactsMaxBytes / kSegment);
 constexpr std::size_t kGrain = 16;  // blocks are multiples of 16 bytes, 16-byte aligned (operator new's alignment)
@@ -46,9 +48,7 @@ class SpinLock {
     while (held_.exchange(true, std::memory_order_acquire))
       for (int spins = 0; held_.load(std::memory_order_relaxed); ++spins) {
         if (spins < 128) {
-#if defined(__x86_64__) || defined(__i386__)
-          __builtin_ia32_pause();
-#endif
+          cpu::spin_pause();
         } else {
           sched_yield();  // the holder was preempted
         }
@@ -68,7 +68,7 @@ enum class Preparer { kNone, kStarting, kIdle, kAsked, kBusy, kGone };
 SpinLock g_lock;
 uintptr_t g_segments[kMaxSegments];
 std::atomic<int> g_segment_count{0};
-uint8_t g_size_of_page[kMaxSegments][kSegment / kPage];  // per page given to a size: that block size / kGrain - 1
+uint8_t g_size_of_span[kMaxSegments][kSegment / kSpan];  // per span given to a size: that block size / kGrain - 1
 void* g_free_blocks[kSizes];                              // per size: freed blocks, linked through their first word
 uintptr_t g_cut[kSizes], g_cut_end[kSizes];               // per size: the rest of its newest span
 uintptr_t g_next_span = 0, g_segment_end = 0;             // spans never handed out: [g_next_span, g_segment_end)
@@ -132,8 +132,11 @@ int claim_spans(int most, uintptr_t* first) {
 }
 
 // Pages of the facts memory asked for in one call rather than faulted in one at a time. False: the kernel refused.
+// The whole pages under [at, at + bytes) (a span lies inside one page of 4 KiB, or shares a 16 or 64 KiB one with its
+// neighbours: populating a page again is harmless); segments start on a page, so the rounding stays inside one.
 bool populate(uintptr_t at, std::size_t bytes) {
-  return madvise(reinterpret_cast<void*>(at), bytes, MADV_POPULATE_WRITE) == 0;
+  const uintptr_t page = cpu::page_size(), first = at & ~(page - 1), end = (at + bytes + page - 1) & ~(page - 1);
+  return madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE) == 0;
 }
 
 // Caller holds g_lock. A span for blocks of size class `c`: a ready one, else a fresh one populated here.
@@ -147,7 +150,7 @@ bool new_span(std::size_t c) {
     if (g_stats.populate_works) g_stats.populate_works = populate(span, kSpan);
   }
   const int seg = segment_of(span);
-  g_size_of_page[seg][(span - g_segments[seg]) / kPage] = static_cast<uint8_t>(c);
+  g_size_of_span[seg][(span - g_segments[seg]) / kSpan] = static_cast<uint8_t>(c);
   const std::size_t size = (c + 1) * kGrain;
   g_cut[c] = span;
   g_cut_end[c] = span + kSpan / size * size;
@@ -173,7 +176,8 @@ bool prepare_round() {
   }
   if (n == 0) return false;
   const bool populated = !ask || populate(first, n * kSpan);
-  for (int i = 0; i < n; ++i) (void)*reinterpret_cast<volatile const char*>(first + i * kSpan);
+  const std::size_t step = std::max<std::size_t>(kSpan, cpu::page_size());  // a byte of each page they lie in
+  for (std::size_t off = 0; off < n * kSpan; off += step) (void)*reinterpret_cast<volatile const char*>(first + off);
   std::lock_guard<SpinLock> lock(g_lock);
   if (!populated) g_stats.populate_works = false;
   g_stats.spans_prepared += n;
@@ -282,7 +286,7 @@ bool facts_free(void* p) {
   const int seg = p ? segment_of(at) : -1;
   if (seg < 0) return false;
   std::lock_guard<SpinLock> lock(facts_lock());
-  const std::size_t c = g_size_of_page[seg][(at - g_segments[seg]) / kPage];
+  const std::size_t c = g_size_of_span[seg][(at - g_segments[seg]) / kSpan];
   *static_cast<void**>(p) = g_free_blocks[c];
   g_free_blocks[c] = p;
   g_stats.in_use -= (c + 1) * kGrain;

@@ -61,7 +61,7 @@ struct alignas(64) LaunchThread {
   std::atomic<uint64_t> maps_decoded;
   std::atomic<uint64_t> clean_copies;  // copies of a clean launch's maps the memo took (launch/memo.h)
   std::atomic<uint64_t> launches_moved;  // launches whose maps had only moved, judged by their addresses alone
-  bool wide_compare;  // the memo compares maps 32 bytes at a time (map_compare.h); set with the thread's entries
+  bool wide_compare;  // the memo compares maps 32 bytes at a time (arch/cpu.h); set with the thread's entries
 };
 
 //! Bytes of the clean-launch memo's per-thread state (launch/memo.h: MemoThread), kept beside LaunchThread.

@@ -18,6 +18,7 @@
 // launch API, so the node's parameters (each call's last argument) are the last chance. Launches during stream capture
 // go through the launch wrappers already. A rejected node is not added (or not updated): the call returns
 // CUDA_ERROR_INVALID_VALUE without reaching the driver.
+#include "arch/launch_thunk_x86_64.h"
 #include "driver/driver.h"
 #include "interpose/wrapper_params.h"
 #include "launch/device_audit.h"
@@ -99,7 +100,8 @@ struct LaunchEntry<Id, Kind, PerThread, CUresult (*)(A...)> {
     v.kernel_params = params;
     return real && fast_pass(v) ? real : nullptr;
   }
-  // What the exported entry runs where there is no thunk (not x86-64): the same two stages in C++.
+  // What the exported entry runs where the CPU has no thunk (aarch64, and every CPU with TMAGUARD_PORTABLE_CPU): the
+  // same two stages in C++.
   __attribute__((always_inline)) static CUresult wrapper(A... a) {
     const LaunchView v = Kind::view(PerThread, a...);
     if (void* const real = passed(v.f, v.kernel_params); __builtin_expect(real != nullptr, 1))
@@ -136,20 +138,9 @@ struct GraphNodeEntry<Id, CUresult (*)(A...)> {
 // ---- the exported wrappers: one per launch or graph node row of entry_points.def
 #define TG_LAUNCH_ENTRY(name, kind) ::tmaguard::LaunchEntry<::tmaguard::EntryId::name, ::tmaguard::kind, \
     ::tmaguard::per_thread_name(#name), tg_pfn_##name>
-#if defined(__x86_64__)
-// On x86-64 a launch entry is a thunk of a few instructions: it saves the six argument registers, asks the memo
-// (tg_passed_<name>, given the handle and kernelParams), restores them and jumps to the driver's function (the memo
-// passed the launch) or to the next stage (tg_slow_<name>), the caller's stack untouched either way. Written in C++,
-// the wrapper held all eleven cuLaunchKernel arguments in registers beside the memo's own: about thirty loads, stores,
-// pushes and pops on every launch, and spills inside the memo's look. `setup` puts the handle in %rdi and kernelParams
-// in %rsi, with the stack 56 bytes below the caller's (six registers and an 8-byte pad for the call's alignment).
-#if defined(__CET__)
-#define TG_THUNK_ENDBR "endbr64\n"
-#else
-#define TG_THUNK_ENDBR ""
-#endif
-#define TG_THUNK_PUSH(r) "push %" r "\n.cfi_adjust_cfa_offset 8\n"
-#define TG_THUNK_POP(r) "pop %" r "\n.cfi_adjust_cfa_offset -8\n"
+#if defined(TG_CPU_LAUNCH_THUNK)
+// Where the CPU has a launch thunk (arch/launch_thunk_x86_64.h), a launch entry is one: the memo's look through
+// tg_passed_<name>, then the driver's function or tg_slow_<name>, the caller's registers and stack untouched.
 #define TG_LAUNCH_THUNK(name, n, kind, f_at, params_at, setup)                                                     \
   using tg_entry_##name = TG_LAUNCH_ENTRY(name, kind);                                                             \
   static_assert(::tmaguard::Params<tg_pfn_##name>::kCount == n, #name " does not take " #n " parameters");        \
@@ -162,21 +153,10 @@ struct GraphNodeEntry<Id, CUresult (*)(A...)> {
   extern "C" __attribute__((visibility("hidden"), used)) CUresult tg_slow_##name(TG_PARAMS_##n(tg_pfn_##name)) {  \
     return tg_entry_##name::after_fast_pass(TG_ARGS_##n);                                                          \
   }                                                                                                                \
-  __asm__(".text\n.p2align 4\n.globl " #name "\n.type " #name ",@function\n" #name ":\n.cfi_startproc\n"             \
-          TG_THUNK_ENDBR TG_THUNK_PUSH("rdi") TG_THUNK_PUSH("rsi") TG_THUNK_PUSH("rdx") TG_THUNK_PUSH("rcx")         \
-          TG_THUNK_PUSH("r8") TG_THUNK_PUSH("r9") "sub $8, %rsp\n.cfi_adjust_cfa_offset 8\n" setup                 \
-          "call tg_passed_" #name "\nadd $8, %rsp\n.cfi_adjust_cfa_offset -8\n" TG_THUNK_POP("r9")                 \
-          TG_THUNK_POP("r8") TG_THUNK_POP("rcx") TG_THUNK_POP("rdx") TG_THUNK_POP("rsi") TG_THUNK_POP("rdi")        \
-          "test %rax, %rax\njz 1f\njmp *%rax\n1:\njmp tg_slow_" #name "\n.cfi_endproc\n.size " #name ", .-" #name  \
-          "\n");
-// cuLaunchKernel and cuLaunchCooperativeKernel: the handle in %rdi, kernelParams the fourth stack argument (32
-// bytes above the return address).
-#define TG_THUNK_STACK_PARAMS "mov 88(%rsp), %rsi\n"
-// cuLaunchKernelEx: the handle in %rsi, kernelParams in %rdx.
-#define TG_THUNK_EX_PARAMS "mov %rsi, %rdi\nmov %rdx, %rsi\n"
-#define TG_KIND_Launch(name) TG_LAUNCH_THUNK(name, 11, KindLaunch, 0, 9, TG_THUNK_STACK_PARAMS)
-#define TG_KIND_LaunchEx(name) TG_LAUNCH_THUNK(name, 4, KindLaunchEx, 1, 2, TG_THUNK_EX_PARAMS)
-#define TG_KIND_LaunchCoop(name) TG_LAUNCH_THUNK(name, 10, KindLaunchCoop, 0, 9, TG_THUNK_STACK_PARAMS)
+  TG_CPU_LAUNCH_THUNK(name, setup)
+#define TG_KIND_Launch(name) TG_LAUNCH_THUNK(name, 11, KindLaunch, 0, 9, TG_CPU_THUNK_STACK_PARAMS)
+#define TG_KIND_LaunchEx(name) TG_LAUNCH_THUNK(name, 4, KindLaunchEx, 1, 2, TG_CPU_THUNK_EX_PARAMS)
+#define TG_KIND_LaunchCoop(name) TG_LAUNCH_THUNK(name, 10, KindLaunchCoop, 0, 9, TG_CPU_THUNK_STACK_PARAMS)
 #else
 #define TG_KIND_Launch(name) TG_GENERATED_WRAPPER(name, 11, TG_LAUNCH_ENTRY(name, KindLaunch))
 #define TG_KIND_LaunchEx(name) TG_GENERATED_WRAPPER(name, 4, TG_LAUNCH_ENTRY(name, KindLaunchEx))

@@ -145,7 +145,7 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
   }
   forget_keys(&e);  // another kernel's keys, or an earlier KernelInfo's
   e = MemoEntry{};
-  t_launch_tls.thread.wide_compare = cpu_compares_wide();
+  t_launch_tls.thread.wide_compare = cpu::compares_wide();
   e.f = f;
   e.info = info;
   e.block = this_memo().blocks ? this_memo().blocks + (&e - this_memo().entries) : nullptr;
@@ -243,17 +243,17 @@ __attribute__((noinline)) bool other_layer_pass(MemoEntry& e, void* const* kerne
 // differences are OR-ed into one accumulator, tested once at the end.
 template <std::size_t W, typename At>
 __attribute__((always_inline)) inline bool maps_equal(std::size_t n, const uint8_t* copy, const At& at) {
-  typename Lanes<W>::type acc = {};
+  typename cpu::Lanes<W>::type acc = {};
   const uint8_t* first = at(0);
   if (!first) return false;
-  fold_difference<W>(acc, first, copy);
-  if (!all_zero<W>(acc)) return false;
+  cpu::fold_difference<W>(acc, first, copy);
+  if (!cpu::all_zero<W>(acc)) return false;
   for (std::size_t i = 1; i < n; ++i) {
     const uint8_t* map = at(i);
     if (!map) return false;
-    fold_difference<W>(acc, map, copy + kTensorMapBytes * i);
+    cpu::fold_difference<W>(acc, map, copy + kTensorMapBytes * i);
   }
-  return all_zero<W>(acc);
+  return cpu::all_zero<W>(acc);
 }
 
 // Whether the entry's maps equal its copy.
@@ -290,10 +290,10 @@ __attribute__((always_inline)) inline bool maps_pass_as(MemoEntry& e, void* cons
 
 }  // namespace
 
-// Compiled for AVX2 (its 32-byte lanes in ymm registers; the compiler clears their upper halves on return), called
-// only where cpu_compares_wide() said so.
-__attribute__((noinline, target("avx2"))) bool maps_pass_wide(MemoEntry& e, void* const* kernel_params) {
-  return maps_pass_as<32>(e, kernel_params);
+// Compiled for the CPU's wide compare (x86-64: AVX2, its 32-byte lanes in ymm registers, whose upper halves the
+// compiler clears on return), called only where cpu::compares_wide() said so.
+__attribute__((noinline)) TG_WIDE_COMPARE bool maps_pass_wide(MemoEntry& e, void* const* kernel_params) {
+  return maps_pass_as<cpu::kWideLanes>(e, kernel_params);
 }
 
 __attribute__((noinline)) bool maps_pass_narrow(MemoEntry& e, void* const* kernel_params) {

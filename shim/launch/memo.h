@@ -33,7 +33,7 @@
 #include <cstdint>
 
 #include "base/hash_key.h"
-#include "base/map_compare.h"
+#include "arch/cpu.h"
 #include "base/reentry.h"
 #include "base/launch_words.h"
 #include "core/launch_key.h"
@@ -184,7 +184,7 @@ LayerRing* ring_with_room(CleanBlock& b, std::size_t stride);
 //! fast_pass() for a known kernel with maps or watched places: its watched places still hold no map, and its maps
 //! equal the entry's copy or its ring's next copy (ring_pass), or their key is one of the entry's clean keys. A
 //! repeat of the entry's copy touches no other code line. maps_pass_wide: compiled for AVX2, for CPUs that compare
-//! 32 bytes at a time (cpu_compares_wide()); maps_pass_narrow: for the rest.
+//! 32 bytes at a time (cpu::compares_wide()); maps_pass_narrow: for the rest.
 bool maps_pass_wide(MemoEntry& e, void* const* kernel_params);
 bool maps_pass_narrow(MemoEntry& e, void* const* kernel_params);
 //! A repeat of a ringed kernel whose maps equal the ring's next copy, or the one after it (a layer between them
@@ -340,7 +340,7 @@ __attribute__((noinline, cold)) bool pass_by_shared_key(MemoEntry& e, std::size_
   return true;
 }
 
-// The maps' bytes against `copy`, one compare (Wide: AVX2) for every map: what a repeat runs per map is the
+// The maps' bytes against `copy`, one compare (Wide: the CPU's wide one, cpu.h) for every map: what a repeat runs per map is the
 // compare alone, with no choice of compare or of place kind inside the loop.
 template <bool Wide, typename MapBytes>
 __attribute__((always_inline)) inline bool copy_equal_as(const uint8_t* copy, std::size_t n, const MapBytes& slot) {
@@ -348,7 +348,7 @@ __attribute__((always_inline)) inline bool copy_equal_as(const uint8_t* copy, st
     const uint8_t* b = slot(i);
     if (!b) return false;
     const uint8_t* c = copy + kTensorMapBytes * i;
-    if (!(Wide ? same_map_bytes_avx2(b, c) : same_map_bytes_sse2(b, c))) return false;
+    if (!cpu::same_map_bytes(b, c, Wide)) return false;
   }
   return true;
 }

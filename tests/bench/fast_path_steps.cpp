@@ -24,7 +24,7 @@
 
 #include "base/counters.h"
 #include "base/hash_key.h"
-#include "base/map_compare.h"
+#include "arch/cpu.h"
 #include "core/launch_key.h"
 #include "fakecuda.h"
 #include "launch/memo.h"
@@ -157,12 +157,12 @@ BENCHMARK(lookup);
 
 void byte_compare(benchmark::State& st) {
   Fa4Launch& l = fa4();
-  const bool wide = st.range(0) && cpu_compares_wide();
+  const bool wide = st.range(0) && cpu::compares_wide();
   static uint8_t copy[kMaps][kTensorMapBytes];
   std::memcpy(copy, l.maps, sizeof copy);
   for (auto _ : st) {
     bool same = true;
-    for (int i = 0; i < kMaps; ++i) same &= same_map_bytes(l.maps[i], copy[i], wide);
+    for (int i = 0; i < kMaps; ++i) same &= cpu::same_map_bytes(l.maps[i], copy[i], wide);
     benchmark::DoNotOptimize(same);
   }
   st.SetLabel(wide ? "avx2" : "sse2");

@@ -18,7 +18,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
-#include <x86intrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -31,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "arch/cpu.h"
 #include "core/launch_key.h"
 #include "core/struct_search.h"
 #include "tmaguard/launch.h"
@@ -177,11 +177,11 @@ __attribute__((noinline)) inline bool step(Step s, const Case& c, void** a, int 
     case kPrefetchCmp:
       for (std::size_t i = 0; i < n; ++i) {
         const uint8_t* p = map_at(a, c.maps[i]);
-        _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(p + 64), _MM_HINT_T0);
+        __builtin_prefetch(reinterpret_cast<const char*>(p), 0, 3);
+        __builtin_prefetch(reinterpret_cast<const char*>(p + 64), 0, 3);
       }
       for (std::size_t l = 0; l < 2 * n; ++l)
-        _mm_prefetch(reinterpret_cast<const char*>(g_copies.full[layer] + 64 * l), _MM_HINT_T0);
+        __builtin_prefetch(reinterpret_cast<const char*>(g_copies.full[layer] + 64 * l), 0, 3);
       for (std::size_t i = 0; same && i < n; ++i)
         same = same_bytes(map_at(a, c.maps[i]), g_copies.full[layer] + 128 * i, 128);
       return same;
@@ -189,12 +189,12 @@ __attribute__((noinline)) inline bool step(Step s, const Case& c, void** a, int 
     case kTouchStruct: {
       if (s == kPrefetchStruct) {
         for (const auto& m : c.maps) {
-          _mm_prefetch(reinterpret_cast<const char*>(map_at(a, m)), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(map_at(a, m) + 64), _MM_HINT_T0);
+          __builtin_prefetch(reinterpret_cast<const char*>(map_at(a, m)), 0, 3);
+          __builtin_prefetch(reinterpret_cast<const char*>(map_at(a, m) + 64), 0, 3);
         }
         const auto* st = static_cast<const char*>(a[0]);
         for (uint64_t m = g_struct_places; m; m &= m - 1)
-          _mm_prefetch(st + 64 * static_cast<std::size_t>(__builtin_ctzll(m)), _MM_HINT_T0);
+          __builtin_prefetch(st + 64 * static_cast<std::size_t>(__builtin_ctzll(m)), 0, 3);
       }
       uint64_t x = 0;
       for (const auto& m : c.maps) x ^= xor_words(map_at(a, m), 128);
@@ -254,7 +254,7 @@ inline int run(const std::vector<Case>& cases, int batches, const LaunchFn& dire
       if (std::none_of(c.maps.begin(), c.maps.end(), [&](const auto& m) { return off - m.second < 128; }))
         g_struct_places |= uint64_t{1} << (off / 64);
     const auto t0 = clk::now();
-    const uint64_t c0 = __rdtsc();
+    const uint64_t c0 = tmaguard::cpu::ticks();
     // per row and round: the batch's wall time, the in-process time of step + launch, the step's alone (ticks)
     std::vector<std::vector<double>> wall(rows.size()), call(rows.size()), alone(rows.size());
     for (int b = 0; b < batches; ++b) {
@@ -272,11 +272,11 @@ inline int run(const std::vector<Case>& cases, int batches, const LaunchFn& dire
           else if (c.written)
             for (std::size_t i = 0; i < c.maps.size(); ++i)
               std::memcpy(const_cast<uint8_t*>(map_at(a, c.maps[i])), g_copies.full[j % layers] + 128 * i, 128);
-          const uint64_t s0 = __rdtsc();
+          const uint64_t s0 = tmaguard::cpu::ticks();
           if (hand && !step(row.step, c, a, j % layers)) return 3;
-          const uint64_t s1 = __rdtsc();
+          const uint64_t s1 = tmaguard::cpu::ticks();
           if ((*row.launch)(c.f, a) != CUDA_SUCCESS) return 1;
-          const uint64_t s2 = __rdtsc();
+          const uint64_t s2 = tmaguard::cpu::ticks();
           in_step += s1 - s0;
           in_call += s2 - s0;
         }
@@ -288,7 +288,7 @@ inline int run(const std::vector<Case>& cases, int batches, const LaunchFn& dire
       }
     }
     const double ns_per_tick =
-        std::chrono::duration<double, std::nano>(clk::now() - t0).count() / static_cast<double>(__rdtsc() - c0);
+        std::chrono::duration<double, std::nano>(clk::now() - t0).count() / static_cast<double>(tmaguard::cpu::ticks() - c0);
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];

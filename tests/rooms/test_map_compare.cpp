@@ -1,19 +1,24 @@
-// The memo's map compare (base/map_compare.h), both ways: every single-bit difference in 128 bytes is seen, equal
-// bytes are equal, at any alignment of either side. The wide way runs only where this CPU has AVX2.
+// The memo's map compare (arch/cpu.h), every way this CPU has: the portable one, this CPU's own, and the wide one where
+// the CPU has it (AVX2 on x86-64): every single-bit difference in 128 bytes is seen, equal bytes are equal, at any
+// alignment of either side. Also the page size the facts memory rounds to.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <random>
 
-#include "base/map_compare.h"
+#include "arch/cpu.h"
 
 namespace tmaguard {
 namespace {
 
 void each_way(const uint8_t* a, const uint8_t* b, bool expect_equal, const char* what) {
-  EXPECT_EQ(same_map_bytes_sse2(a, b), expect_equal) << what << " (16 bytes at a time)";
-  if (cpu_compares_wide()) EXPECT_EQ(same_map_bytes_avx2(a, b), expect_equal) << what << " (32 bytes at a time)";
-  EXPECT_EQ(same_map_bytes(a, b, cpu_compares_wide()), expect_equal) << what;
+  EXPECT_EQ(cpu::portable::same_map_bytes(a, b), expect_equal) << what << " (portable)";
+  EXPECT_EQ(cpu::same_map_bytes(a, b, false), expect_equal) << what << " (16 bytes at a time)";
+  if (cpu::compares_wide()) EXPECT_EQ(cpu::same_map_bytes(a, b, true), expect_equal) << what << " (wide)";
 }
 
 TEST(MapCompare, EverySingleBitDifferenceIsSeenAtAnyAlignment) {
@@ -35,12 +40,22 @@ TEST(MapCompare, EverySingleBitDifferenceIsSeenAtAnyAlignment) {
 }
 
 TEST(MapCompare, TheCpuIsAskedOnceAndAnswersTheSame) {
-  const bool first = cpu_compares_wide();
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(cpu_compares_wide(), first);
-#if defined(__GNUC__)
+  const bool first = cpu::compares_wide();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(cpu::compares_wide(), first);
+#if defined(__x86_64__) && !defined(TMAGUARD_PORTABLE_CPU)
   __builtin_cpu_init();
   EXPECT_EQ(first, __builtin_cpu_supports("avx2") != 0) << "CPUID/XGETBV and the compiler's own reading differ";
+#else
+  EXPECT_FALSE(first) << "no wide compare on this CPU";
 #endif
+}
+
+// The page size is the kernel's (4 KiB on x86-64; 4, 16 or 64 KiB on aarch64; qemu-user's -p sets it), a power of two.
+TEST(MapCompare, PageSizeIsTheKernels) {
+  const std::size_t p = cpu::page_size();
+  EXPECT_EQ(p, static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
+  EXPECT_TRUE(p >= 4096 && (p & (p - 1)) == 0) << p;
+  if (const char* want = std::getenv("TG_EXPECT_PAGE_SIZE")) EXPECT_EQ(p, std::stoul(want));
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 
 #include "fakecuda.h"
 #include "base/counters.h"
-#include "base/map_compare.h"
+#include "arch/cpu.h"
 #include "core/struct_search.h"
 #include "launch/memo.h"
 #include "room_maps.h"
@@ -130,7 +130,7 @@ void expect_every_watched_place_seen(const char* name, std::size_t bytes, bool m
 
 TEST(Memo, EveryWatchedPlaceIsLookedAtOnEveryRepeat) {
   for (const bool wide : {false, true}) {
-    if (wide && !cpu_compares_wide()) continue;
+    if (wide && !cpu::compares_wide()) continue;
     const std::string w = wide ? "_wide" : "_narrow";
     // Counts at both ends of the repeats' run of places: 2 and 3 (a parameter of 128 bytes or less is not searched),
     // 15 (odd, with a map), 63 and all 64.
@@ -187,7 +187,7 @@ void expect_every_map_byte_compared(const char* name, bool in_struct, bool wide)
 
 TEST(Memo, EveryByteOfEveryMapIsComparedOnEveryRepeat) {
   for (const bool wide : {false, true}) {
-    if (wide && !cpu_compares_wide()) continue;
+    if (wide && !cpu::compares_wide()) continue;
     const std::string w = wide ? "_wide" : "_narrow";
     expect_every_map_byte_compared(("memo_kernel_bytes_whole" + w).c_str(), false, wide);
     expect_every_map_byte_compared(("memo_kernel_bytes_struct" + w).c_str(), true, wide);

@@ -1,13 +1,29 @@
-// tmaguard shim: whether the CPU offers the wide map compare (map_compare.h).
-#include "base/map_compare.h"
+// tmaguard shim: what cpu.h asks of the system once: the page size, and on x86-64 whether the CPU compares wide.
+#include "arch/cpu.h"
 
-#include <cpuid.h>
+#include <unistd.h>
 
 #include <atomic>
 
-namespace tmaguard {
-namespace {
+#if defined(__x86_64__) && !defined(TMAGUARD_PORTABLE_CPU)
+#include <cpuid.h>
+#endif
 
+namespace tmaguard::cpu {
+
+std::size_t page_size() {
+  static std::atomic<std::size_t> known{0};  // a race asks twice and gets the same answer
+  std::size_t v = known.load(std::memory_order_relaxed);
+  if (v == 0) {
+    const long p = sysconf(_SC_PAGESIZE);
+    v = p > 0 ? static_cast<std::size_t>(p) : 4096;
+    known.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+#if defined(__x86_64__) && !defined(TMAGUARD_PORTABLE_CPU)
+namespace {
 bool ask_cpu() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
@@ -19,10 +35,9 @@ bool ask_cpu() {
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
   return b & (1u << 5);
 }
-
 }  // namespace
 
-bool cpu_compares_wide() {
+bool compares_wide() {
   static std::atomic<int> known{-1};  // -1: not asked yet; a race asks twice and gets the same answer
   int v = known.load(std::memory_order_relaxed);
   if (v < 0) {
@@ -31,5 +46,6 @@ bool cpu_compares_wide() {
   }
   return v == 1;
 }
+#endif
 
-}  // namespace tmaguard
+}  // namespace tmaguard::cpu
