@@ -21,8 +21,8 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 0
 fi
 out=$("$root/scripts/package.sh")
-deb=$(grep '\.deb$' <<<"$out")
-whl=$(grep '\.whl$' <<<"$out")
+deb=$(grep '_amd64\.deb$' <<<"$out")
+whl=$(grep 'x86_64\.whl$' <<<"$out")
 stage="$rel/stage"
 [ -f "$deb" ] && [ -f "$whl" ] || fail "package.sh made no .deb or wheel: $out"
 

@@ -81,3 +81,30 @@ TEST(FrontDoor, TheReadmesLineWithoutAGpuGuardsAJob) {
   EXPECT_EQ(p.code, 0) << p.err;
   EXPECT_NE(p.err.find("tmaguard: violation fa4-dk-not-k-major [error] action=log"), std::string::npos) << p.err;
 }
+
+// A library of the other CPU (an x86-64 .so on a Grace node, an aarch64 one here): the loader's own line says only that
+// it cannot open it; check-preload says which CPU the library is for and which package this node needs.
+TEST(FrontDoor, CheckPreloadNamesTheLibrarysCpu) {
+  const std::string dir = temp_dir("other_cpu");
+  const std::string lib = dir + "/libtmaguard.so";
+  fs::copy_file(TG_LIB, lib);
+#if defined(__x86_64__)
+  const bool here_x86 = true;
+#else
+  const bool here_x86 = false;
+#endif
+  {
+    std::fstream f(lib, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(18);
+    const unsigned char machine[2] = {static_cast<unsigned char>(here_x86 ? 183 : 62), 0};  // e_machine
+    f.write(reinterpret_cast<const char*>(machine), 2);
+  }
+  const ProcessResult p =
+      run_process({kWrapper, "check-preload"}, {{"TMAGUARD_LIB", lib}, {"TMAGUARD_TOOL", TG_TOOL}}, ProcessOptions{});
+  EXPECT_EQ(p.code, 2) << p.err;
+  const std::string want = here_x86 ? "is built for aarch64 and this node is x86_64: install tmaguard's x86_64 package"
+                                    : "is built for x86_64 and this node is aarch64: install tmaguard's aarch64 package";
+  EXPECT_NE(p.err.find(want), std::string::npos) << p.err;
+  EXPECT_EQ(lines(p.err), 1u) << p.err;
+  fs::remove_all(dir);
+}
