@@ -61,4 +61,43 @@ run "room_tests (64 KiB pages)" env QEMU_CPU=neoverse-n1 QEMU_PAGESIZE=65536 TG_
 run "shim_tests (4 KiB pages)" "$build/tests/shim_tests" --gtest_filter="-$X86_ONLY"
 run "shim_tests (64 KiB pages)" env QEMU_CPU=neoverse-n1 QEMU_PAGESIZE=65536 "$build/tests/shim_tests" \
   --gtest_filter="$PAGES64-$X86_ONLY"
+
+# What ships for Grace: the arm64 .deb and the aarch64 wheel (scripts/package.sh --arch aarch64), with the release
+# test's checks: what the binaries need (glibc 2.35 at most: Ubuntu 22.04; libc alone), the library's exported names,
+# and the installed package guarding an aarch64 job under emulation: its demo job's transposed dK stopped.
+pkg=$("$root/scripts/package.sh" --arch aarch64)
+deb=$(grep '_arm64\.deb$' <<<"$pkg") whl=$(grep 'aarch64\.whl$' <<<"$pkg")
+[ -f "$deb" ] && [ -f "$whl" ] || { echo "test-aarch64: FAIL: package.sh --arch aarch64 made no .deb or wheel: $pkg"; exit 1; }
+check() { n=$((n + 1)); echo "test-aarch64: ok: $*"; }
+fail() { echo "test-aarch64: FAIL: $*" >&2; exit 1; }
+[ "$(dpkg-deb -f "$deb" Architecture)" = arm64 ] || fail "$deb is not an arm64 package"
+[ "$(dpkg-deb -f "$deb" Depends)" = "libc6 (>= 2.35)" ] || fail "$deb depends on '$(dpkg-deb -f "$deb" Depends)'"
+[[ "$(basename "$whl")" =~ -py3-none-manylinux_2_(3[0-5]|[12][0-9])_aarch64\.whl$ ]] || fail "the wheel's tag: $whl"
+check "$(basename "$deb") (arm64, libc6 (>= 2.35)) and $(basename "$whl")"
+x=$(mktemp -d)
+trap 'rm -rf "$x"' EXIT
+dpkg-deb -x "$deb" "$x"
+lib="$x/usr/lib/aarch64-linux-gnu/libtmaguard.so" demo="$x/usr/share/tmaguard/demo"
+while IFS= read -r f; do
+  head -c 4 "$f" | grep -q ELF || continue
+  v=$(objdump -T "$f" | grep -oE 'GLIBC_[0-9]+\.[0-9]+' | sed 's/GLIBC_//' | sort -t. -k1,1n -k2,2n | tail -1)
+  [ -z "$v" ] || [ "$(printf '%s\n2.35\n' "$v" | sort -t. -k1,1n -k2,2n | tail -1)" = 2.35 ] || fail "$f needs GLIBC_$v"
+  extra=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -vE '^(libc\.so\.6|ld-linux-aarch64\.so\.1)$' || true)
+  [ -z "$extra" ] || fail "$f needs $extra"
+done < <(find "$x" -type f)
+check "every binary of the arm64 package needs GLIBC_2.35 at most and libc alone"
+# the packaged (stripped) library's exported names; the rest of the hygiene check on the same build unstripped
+"$root/scripts/check_exports.sh" "$lib" "$root/shim/driver/entry_points.def" | grep -q '^\[PASS\] exports are exactly' ||
+  fail "the packaged library's exports: $("$root/scripts/check_exports.sh" "$lib" "$root/shim/driver/entry_points.def")"
+"$root/scripts/check_exports.sh" "$root/build-release/aarch64/libtmaguard.so" "$root/shim/driver/entry_points.def" \
+  >/dev/null || fail "the aarch64 release library: $("$root/scripts/check_exports.sh" \
+                      "$root/build-release/aarch64/libtmaguard.so" "$root/shim/driver/entry_points.def")"
+check "the packaged library exports the declared entry points alone, runs nothing at load, forwards dlsym by a tail jump"
+set +e
+out=$(TG_CLIENT_LIBCUDA="$demo/libtmaguard-demo-driver.so" TMAGUARD_LIBCUDA="$demo/libtmaguard-demo-driver.so" \
+      TMAGUARD_MODE=abort LD_PRELOAD="$lib" "$demo/tmaguard-demo-job" dlsym launch fa4_dk_bad 2>&1)
+rc=$?
+set -e
+[ "$rc" -eq 134 ] && grep -q "fa4-dk-not-k-major" <<<"$out" || fail "the installed arm64 package did not stop the aarch64 job's transposed dK (rc=$rc): $out"
+check "the installed arm64 package stopped an aarch64 job's transposed dK under emulation (SIGABRT, fa4-dk-not-k-major)"
 echo "test-aarch64: $n checks passed (under qemu-user; not run here: $(tr ':' '\n' <<<"$X86_ONLY" | grep -c .) x86-only tests)"

@@ -4,8 +4,9 @@
 # target and the .deb, run with the source and build trees renamed away), the release test (what scripts/package.sh
 # builds in a Debian 11 root: glibc 2.31 baseline, the .deb apt-installed and the wheel pip-installed in Debian 11
 # and here), the Slurm test (docs/reference.md's sbatch/srun example on a real single-node Slurm), the fleet test (two
-# hosts' logs in one directory; the metrics through a real node_exporter and prometheus), then the core's and the rooms'
-# unit tests again under AddressSanitizer + UBSan and under ThreadSanitizer, then the libFuzzer targets (rules parser, decoder, launch collection, graph-node
+# hosts' logs in one directory; the metrics through a real node_exporter and prometheus), the aarch64 (Grace) build's
+# tests under qemu-user with 4 and 64 KiB pages and its arm64 package (scripts/test-aarch64.sh), then the core's and
+# the rooms' unit tests again under AddressSanitizer + UBSan and under ThreadSanitizer, then the libFuzzer targets (rules parser, decoder, launch collection, graph-node
 # parameters, encode arithmetic, rule matching, maps that only moved against the full judgement) for a bounded time
 # each.
 set -euo pipefail
@@ -35,8 +36,13 @@ n_slurm=$(sed -n 's/^test-slurm: \([0-9]*\) checks passed.*/\1/p' "$slurm_log")
 fleet_log=$(mktemp)
 "$root/scripts/test-fleet.sh" | tee "$fleet_log"
 n_fleet=$(sed -n 's/^test-fleet: \([0-9]*\) checks passed.*/\1/p' "$fleet_log")
-skipped=$(grep -hE '^test-[a-z]+: skipped: ' "$release_log.kept" "$slurm_log" "$fleet_log" 2>/dev/null | sed -E 's/^test-([a-z]+): skipped: /\1 (/; s/$/)/' || true)
-rm -f "$slurm_log" "$release_log.kept" "$fleet_log"
+# the aarch64 build under emulation (skipped, and said, where aarch64 programs cannot run)
+aarch64_log=$(mktemp)
+"$root/scripts/test-aarch64.sh" | tee "$aarch64_log"
+n_aarch64=$(sed -n 's/^test-aarch64: \([0-9]*\) checks passed.*/\1/p' "$aarch64_log")
+skipped=$(grep -hE '^test-[a-z0-9]+: skipped: ' "$release_log.kept" "$slurm_log" "$fleet_log" "$aarch64_log" 2>/dev/null |
+          sed -E 's/^test-([a-z0-9]+): skipped: /\1 (/; s/$/)/' || true)
+rm -f "$slurm_log" "$release_log.kept" "$fleet_log" "$aarch64_log"
 # the core's and the rooms' unit tests under AddressSanitizer + UBSan, then under ThreadSanitizer (the rooms hold the
 # memo, the kernel table, the facts memory and their threads)
 sanitized_tests() {  # BUILD_DIR LABEL ENV...: builds and runs core_tests and room_tests, adds their passes to n_san
@@ -80,4 +86,4 @@ echo "fuzz: no crash, hang or sanitizer report"
 # TSan, the fuzzers. A suite
 # that could not run here (no root for the Debian 11 root or for Slurm) is counted as skipped, with its reason.
 n_skipped=$(printf '%s' "$skipped" | grep -c . || true)
-echo "tests: $((n_ctest + n_install + n_release + n_slurm + n_fleet + n_san + ${#fuzzers[@]})) passed, 0 failed, $n_skipped skipped${skipped:+: $(echo "$skipped" | paste -sd ';' | sed 's/;/; /g')}"
+echo "tests: $((n_ctest + n_install + n_release + n_slurm + n_fleet + ${n_aarch64:-0} + n_san + ${#fuzzers[@]})) passed, 0 failed, $n_skipped skipped${skipped:+: $(echo "$skipped" | paste -sd ';' | sed 's/;/; /g')}"

@@ -24,6 +24,7 @@
 #include "launch/device_audit.h"
 #include "launch/graph_node.h"
 #include "launch/launch_check.h"
+#include "launch/measure_hooks.h"
 #include "launch/memo.h"
 #include "runtime/intercept.h"
 
@@ -92,9 +93,9 @@ struct LaunchEntry<Id, Kind, PerThread, CUresult (*)(A...)> {
   // arguments where they came: the look has every register to itself.
   __attribute__((always_inline)) static void* passed(CUfunction f, void** params) {
     void* const real = real_function_if_resolved(Id);
-#if defined(TMAGUARD_MEASURE_FLOOR)
-    if (real) return real;  // a measurement build (CMakeLists.txt: TMAGUARD_MEASURE): the thunk alone
-#endif
+    if constexpr (measure::kPassEveryLaunch) {  // never in a shipped build (launch/measure_hooks.h)
+      if (real) return real;
+    }
     LaunchView v;
     v.f = f;
     v.kernel_params = params;

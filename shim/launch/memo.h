@@ -34,6 +34,7 @@
 
 #include "base/hash_key.h"
 #include "arch/cpu.h"
+#include "launch/measure_hooks.h"
 #include "base/reentry.h"
 #include "base/launch_words.h"
 #include "core/launch_key.h"
@@ -466,9 +467,9 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
     bump(t_launch_tls.thread.launches_seen);
     return true;
   }
-#if defined(TMAGUARD_MEASURE_LOOKUP)
-  if (e.at == MapsAt::kParams || e.at == MapsAt::kPairs) return true;  // a measurement build: the look, no compare
-#endif
+  if constexpr (measure::kSkipMapCompare) {  // never in a shipped build (measure_hooks.h)
+    if (e.at == MapsAt::kParams || e.at == MapsAt::kPairs) return true;
+  }
   return t_launch_tls.thread.wide_compare ? maps_pass_wide(e, v.kernel_params) : maps_pass_narrow(e, v.kernel_params);
 }
 
