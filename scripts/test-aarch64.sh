@@ -100,4 +100,4 @@ rc=$?
 set -e
 [ "$rc" -eq 134 ] && grep -q "fa4-dk-not-k-major" <<<"$out" || fail "the installed arm64 package did not stop the aarch64 job's transposed dK (rc=$rc): $out"
 check "the installed arm64 package stopped an aarch64 job's transposed dK under emulation (SIGABRT, fa4-dk-not-k-major)"
-echo "test-aarch64: $n checks passed (under qemu-user; not run here: $(tr ':' '\n' <<<"$X86_ONLY" | grep -c .) x86-only tests)"
+echo "test-aarch64: $n checks passed (under qemu-user; not run here: the x86-only tests, $(tr ':' '\n' <<<"$X86_ONLY" | grep -c .) names or groups)"
