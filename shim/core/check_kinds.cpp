@@ -222,13 +222,17 @@ Result dims_extend(const Check& c, const TensorMapView& av, const TensorMapView*
 }
 
 // a's dims past its innermost are b's dims past its innermost, in any order (two outputs of one GEMM over the same
-// rows: heads, sequence, batch; their innermost dims differ).
+// rows: heads, sequence, batch; their innermost dims differ). A map of a broadcast (stride-0) tensor drops that mode
+// (TMA takes no stride-0 mode): where the ranks differ, the lower rank's outer dims must be among the higher's.
 Result same_outer_dims(const Check& c, const TensorMapView& av, const TensorMapView* b) {
+  const bool a_wider = av.rank >= b->rank;
+  const TensorMapView &wide = a_wider ? av : *b, &narrow = a_wider ? *b : av;
   std::vector<uint32_t> rest;
-  for (uint32_t i = 1; i < av.rank; ++i) rest.push_back(i);
-  bool ok = av.rank == b->rank;
-  for (uint32_t j = 1; ok && j < b->rank; ++j) {
-    const auto it = std::find_if(rest.begin(), rest.end(), [&](uint32_t i) { return same_extent(av, i, *b, j); });
+  for (uint32_t i = 1; i < wide.rank; ++i) rest.push_back(i);
+  bool ok = true;
+  for (uint32_t j = 1; ok && j < narrow.rank; ++j) {
+    const auto it =
+        std::find_if(rest.begin(), rest.end(), [&](uint32_t i) { return same_extent(wide, i, narrow, j); });
     if (it == rest.end())
       ok = false;
     else

@@ -219,3 +219,22 @@ TEST(Fa4Forward, UnknownKernelsAreNeverSilent) {
   // a kernel with no maps says nothing, known or not
   EXPECT_TRUE(judge({}, name("flash_fwd_sm100_hd512", "FlashAttentionForwardSm100Hd512").c_str()).findings.empty());
 }
+
+// K and V expand()ed over the batch (one KV for every sequence of the batch, as the backward's broadcast K): their
+// maps drop the stride-0 batch mode. Healthy, whichever of them is broadcast; V transposed beside a broadcast K is
+// still an error.
+TEST(Fa4Forward, BroadcastKOrVIsHealthy) {
+  const T k_b{{128, 512, 4}, {2 * 4 * 128, 2 * 128}}, v_b{{128, 512, 4}, {2 * 4 * 128, 2 * 128}};
+  for (const auto& [k, v] : std::vector<std::pair<T, T>>{{k_b, bshd(2, 512, 4, 128)}, {bshd(2, 512, 4, 128), v_b},
+                                                         {k_b, v_b}}) {
+    Fwd f = fwd(128, 128);
+    f.k = k;
+    f.v = v;
+    for (const char* kernel : {kSm100Fwd, kSm90Fwd})
+      EXPECT_TRUE(judge(qkvo(f), kernel).findings.empty()) << kernel << ": " << rules_of(judge(qkvo(f), kernel)).size();
+  }
+  Fwd f = fwd(128, 128);
+  f.k = k_b;
+  f.v = bshd(2, 512, 4, 128, true);
+  EXPECT_EQ(rules_of(judge(qkvo(f), kSm100Fwd)), std::vector<std::string>{"fa4-fwd-v-not-k-major!"});
+}
