@@ -1,4 +1,4 @@
-// tmaguard shim: the aarch64 parts of cpu.h (Grace: Neoverse V2). The compare is the portable one, which the compiler
+// tmaguard shim: the aarch64 parts of cpu.h (Grace: Neoverse V2), besides its 16-byte-only declarations there. The compare is the portable one, which the compiler
 // turns into NEON loads, EORs and ORRs; the lanes' test is one UMAXV across the accumulator. There is no wider
 // compare to choose at run time (SVE's width varies by CPU and buys nothing for 128 bytes), and no launch thunk: the
 // C++ wrapper of hooks_launch.cpp serves (measured only under emulation, where timings mean nothing).
@@ -7,10 +7,6 @@
 #include <arm_neon.h>
 
 namespace tmaguard::cpu {
-
-inline constexpr std::size_t kWideLanes = 16;
-#define TG_WIDE_COMPARE
-inline bool compares_wide() { return false; }
 
 template <std::size_t W>
 __attribute__((always_inline)) inline bool all_zero(typename Lanes<W>::type acc) {

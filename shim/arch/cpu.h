@@ -77,14 +77,17 @@ __attribute__((always_inline)) inline uint64_t ticks() {
 
 #if defined(__x86_64__) && !defined(TMAGUARD_PORTABLE_CPU)
 #include "arch/x86_64.h"
-#elif defined(__aarch64__) && !defined(TMAGUARD_PORTABLE_CPU)
-#include "arch/aarch64.h"
 #else
 namespace tmaguard::cpu {
-//! Lanes of the wide compare, and the attribute of a function that uses them: none beyond the portable 16 bytes here.
+//! Lanes of the wide compare, and the attribute of a function that uses them: none beyond 16 bytes on these CPUs.
 inline constexpr std::size_t kWideLanes = 16;
 #define TG_WIDE_COMPARE
 inline bool compares_wide() { return false; }
+}  // namespace tmaguard::cpu
+#if defined(__aarch64__) && !defined(TMAGUARD_PORTABLE_CPU)
+#include "arch/aarch64.h"
+#else
+namespace tmaguard::cpu {
 template <std::size_t W>
 __attribute__((always_inline)) inline bool all_zero(typename Lanes<W>::type acc) {
   return portable::all_zero<W>(acc);
@@ -95,4 +98,5 @@ __attribute__((always_inline)) inline bool same_map_bytes(const uint8_t* a, cons
 //! The hint a spinning thread gives the CPU: none here.
 inline void spin_pause() {}
 }  // namespace tmaguard::cpu
+#endif
 #endif

@@ -221,6 +221,20 @@ Kernel make_kernel_raw(const std::string& name, const std::vector<std::vector<ui
   return k;
 }
 
+std::vector<uint8_t> param_bytes(const void* p, std::size_t n) {
+  return {static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n};
+}
+
+std::vector<uint8_t> tensor_param(uint64_t ptr, int words) {
+  std::vector<uint8_t> v = param_bytes(&ptr, 8);
+  for (int i = 0; i < words; ++i) {
+    const int32_t w = 128 + i;
+    const auto b = param_bytes(&w, 4);
+    v.insert(v.end(), b.begin(), b.end());
+  }
+  return v;
+}
+
 Kernel make_kernel(const std::string& name, const std::vector<CUtensorMap>& maps) {
   std::vector<std::vector<uint8_t>> values;
   auto add = [&](const void* p, std::size_t n) {

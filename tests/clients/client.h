@@ -56,6 +56,11 @@ struct Kernel {
   std::vector<std::size_t> sizes;
   std::vector<std::vector<uint8_t>> values;
 };
+//! A parameter's bytes as they lie at `p` (for make_kernel_raw).
+std::vector<uint8_t> param_bytes(const void* p, std::size_t n);
+//! A tensor argument as CuTe DSL flattens it: its pointer, then `words` dynamic shape and stride words (int32).
+std::vector<uint8_t> tensor_param(uint64_t ptr, int words);
+
 //! A kernel whose parameters interleave small scalars with tensor maps, as CuTe DSL's flattened signatures do:
 //! int, maps[0], maps[1], maps[2], float, maps[3..], int64.
 Kernel make_kernel(const std::string& name, const std::vector<CUtensorMap>& maps);

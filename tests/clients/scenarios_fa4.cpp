@@ -20,22 +20,10 @@ namespace {
 
 constexpr uint64_t kBase = 0x7f0000000000ULL, kStep = 0x1000000ULL;
 
-std::vector<uint8_t> bytes(const void* p, std::size_t n) {
-  return {static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n};
-}
-std::vector<uint8_t> as_param(const CUtensorMap& m) { return bytes(&m, sizeof m); }
-// A tensor argument as CuTe DSL flattens it: its pointer, then its dynamic shape and stride words (int32).
-std::vector<uint8_t> tensor_arg(uint64_t ptr, int words) {
-  std::vector<uint8_t> v = bytes(&ptr, 8);
-  for (int i = 0; i < words; ++i) {
-    const int32_t w = 128 + i;
-    const auto b = bytes(&w, 4);
-    v.insert(v.end(), b.begin(), b.end());
-  }
-  return v;
-}
-std::vector<uint8_t> f32(float x) { return bytes(&x, 4); }
-std::vector<uint8_t> i32(int32_t x) { return bytes(&x, 4); }
+std::vector<uint8_t> as_param(const CUtensorMap& m) { return param_bytes(&m, sizeof m); }
+std::vector<uint8_t> tensor_arg(uint64_t ptr, int words) { return tensor_param(ptr, words); }
+std::vector<uint8_t> f32(float x) { return param_bytes(&x, 4); }
+std::vector<uint8_t> i32(int32_t x) { return param_bytes(&x, 4); }
 
 // The map of a tensor: bf16, inner box of `inner` elements (64 -> 128B swizzle, 32 -> 64B, 16 -> 32B).
 CUtensorMap tmap(const Tensor& t, uint32_t inner = 64, uint32_t rows = 128) {

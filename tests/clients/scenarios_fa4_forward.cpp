@@ -20,25 +20,12 @@ namespace {
 
 constexpr uint64_t kBase = 0x7f0000000000ULL, kStep = 0x1000000ULL;
 
-std::vector<uint8_t> raw(const void* p, std::size_t n) {
-  return {static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n};
-}
-// A tensor argument: its pointer and `words` dynamic shape/stride words (int32).
-std::vector<uint8_t> tensor_words(uint64_t ptr, int words) {
-  std::vector<uint8_t> v = raw(&ptr, 8);
-  for (int i = 0; i < words; ++i) {
-    const int32_t w = 64 + i;
-    const auto b = raw(&w, 4);
-    v.insert(v.end(), b.begin(), b.end());
-  }
-  return v;
-}
 std::vector<uint8_t> map_param(const Tensor& t, uint32_t inner = 64) {
   MapShape s;
   s.box = {inner, 128, 1, 1, 1};
   s.swizzle = inner == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   const CUtensorMap m = encode_map(t, s);
-  return raw(&m, sizeof m);
+  return param_bytes(&m, sizeof m);
 }
 
 // The maps of one forward launch, innermost-first tensors in upstream's kernel order.
@@ -106,12 +93,12 @@ Launch mla(const std::string& cfg, const std::string& bad) {
 
 Kernel kernel_of(const Launch& l) {
   std::vector<std::vector<uint8_t>> p;
-  for (const Tensor& t : l.maps) p.push_back(tensor_words(t.addr, 8));  // mQ, mK, ... as CuTe DSL flattens them
-  p.push_back(tensor_words(kBase + 9 * kStep, 4));                      // mLSE
+  for (const Tensor& t : l.maps) p.push_back(tensor_param(t.addr, 8));  // mQ, mK, ... as CuTe DSL flattens them
+  p.push_back(tensor_param(kBase + 9 * kStep, 4));                      // mLSE
   for (std::size_t i = 0; i < l.maps.size(); ++i)
     p.push_back(map_param(l.maps[i], i < l.inner.size() ? l.inner[i] : 64));
   const float scale = 0.0883883f;
-  p.push_back(raw(&scale, 4));
+  p.push_back(param_bytes(&scale, 4));
   return make_kernel_raw(l.name, p);
 }
 
