@@ -43,6 +43,18 @@ X86_ONLY+=":Signals.ErrorExitcodeStartsTheJobWithTheCommandsDispositions:FrontDo
 PAGES64="AllPathsAllEntries/Paths.*:AllGraphEntries/Graph.*:EveryUpstreamConfiguration/*:Fa4*:Modes.*:Threads.*"
 PAGES64+=":Fork.*:Races.*:LargeFlag.*:FastPath.*:Structs.*:DeviceMaps.*:Fleet.*:Counts.*"
 
+# qemu-user 7.2 deadlocks a child forked while another thread is starting a thread, once the child starts one
+# (tests/emulation/fork_clone_probe.cpp; native Linux does not; such a process takes no signal but SIGKILL). The test
+# that forks 20 times while four threads launch (tmaguard starting its own threads on first use) meets that in the
+# emulator, not in the library: it runs natively in the x86-64 suite, and here when the emulator passes the probe.
+if timeout -s KILL 20 "$build/tests/fork_clone_probe" >/dev/null 2>&1; then
+  EMULATOR_LIMITS=""
+else
+  EMULATOR_LIMITS=":FailClosed.AChildForkedWhileOtherThreadsLaunchIsGuarded"
+  echo "test-aarch64: this emulator deadlocks a child forked while a thread is being started" \
+    "(tests/emulation/fork_clone_probe.cpp); not run under it: ${EMULATOR_LIMITS#:}"
+fi
+
 n=0
 run() {  # LABEL PROGRAM ARGS...: runs a gtest program, adds its passes to n (set -e stops on a failure)
   local label=$1 log
@@ -58,9 +70,9 @@ run "core_tests (4 KiB pages)" "$build/tests/core_tests"
 run "room_tests (4 KiB pages)" env TG_EXPECT_PAGE_SIZE=4096 "$build/tests/room_tests"
 run "room_tests (64 KiB pages)" env QEMU_CPU=neoverse-n1 QEMU_PAGESIZE=65536 TG_EXPECT_PAGE_SIZE=65536 \
   "$build/tests/room_tests"
-run "shim_tests (4 KiB pages)" "$build/tests/shim_tests" --gtest_filter="-$X86_ONLY"
+run "shim_tests (4 KiB pages)" "$build/tests/shim_tests" --gtest_filter="-$X86_ONLY$EMULATOR_LIMITS"
 run "shim_tests (64 KiB pages)" env QEMU_CPU=neoverse-n1 QEMU_PAGESIZE=65536 "$build/tests/shim_tests" \
-  --gtest_filter="$PAGES64-$X86_ONLY"
+  --gtest_filter="$PAGES64-$X86_ONLY$EMULATOR_LIMITS"
 
 # What ships for Grace: the arm64 .deb and the aarch64 wheel (scripts/package.sh --arch aarch64), with the release
 # test's checks: what the binaries need (glibc 2.35 at most: Ubuntu 22.04; libc alone), the library's exported names,
@@ -100,4 +112,4 @@ rc=$?
 set -e
 [ "$rc" -eq 134 ] && grep -q "fa4-dk-not-k-major" <<<"$out" || fail "the installed arm64 package did not stop the aarch64 job's transposed dK (rc=$rc): $out"
 check "the installed arm64 package stopped an aarch64 job's transposed dK under emulation (SIGABRT, fa4-dk-not-k-major)"
-echo "test-aarch64: $n checks passed (under qemu-user; not run here: the x86-only tests, $(tr ':' '\n' <<<"$X86_ONLY" | grep -c .) names or groups)"
+echo "test-aarch64: $n checks passed (under qemu-user; not run here: the x86-only tests, $(tr ':' '\n' <<<"$X86_ONLY" | grep -c .) names or groups$([ -z "$EMULATOR_LIMITS" ] || echo ", and the emulator-limited ${EMULATOR_LIMITS#:}"))"
