@@ -7,8 +7,15 @@
  *   ... launches ...
  *   tmaguard_end_declaration();
  *
- * A declaration holds for the calling thread until tmaguard_end_declaration(); at most TMAGUARD_MAX_DECLARED tensors
- * of rank TMAGUARD_MAX_RANK or less at a time; a name is kept to 31 bytes. */
+ * or, for a block of several (one call in, one out; blocks nest, the inner one's exit restores the outer one's):
+ *
+ *   tmaguard_tensor t[2] = {{"q", q_ptr, q_shape, q_strides, 4, 2}, {"out", o_ptr, o_shape, o_strides, 4, 2}};
+ *   int depth = tmaguard_declare_many(t, 2);
+ *   ... launches ...
+ *   tmaguard_end_to(depth);
+ *
+ * A declaration holds for the calling thread until it is ended; at most TMAGUARD_MAX_DECLARED tensors of rank
+ * TMAGUARD_MAX_RANK or less at a time; a name is kept to 31 bytes. */
 #ifndef TMAGUARD_DECLARE_H
 #define TMAGUARD_DECLARE_H
 
@@ -27,11 +34,27 @@
 extern "C" {
 #endif
 
+/* A tensor as declared: shape and strides in elements (rank of each), element size in bytes. */
+typedef struct tmaguard_tensor {
+  const char* name;
+  const void* data;
+  const int64_t* shape;
+  const int64_t* strides;
+  int rank;
+  int element_size;
+} tmaguard_tensor;
+
 /* Declares a tensor for the calling thread. Returns 0 when it was declared; -1 when it was refused (a NULL name or
  * array, a rank over TMAGUARD_MAX_RANK, a negative extent or stride, an element size of 0 or over 16, or the thread's
  * table full), which tmaguard says once per kind of problem; the launch is then judged as if undeclared. */
 int tmaguard_declare_tensor(const char* name, const void* data, int rank, const int64_t* shape, const int64_t* strides,
                             int element_size) TMAGUARD_WEAK;
+/* Declares `count` tensors for the calling thread, in order, as tmaguard_declare_tensor() each. Returns how many were
+ * refused (0: all declared); sets *depth (when not NULL) to how many the thread declared before the call: the depth
+ * tmaguard_end_declaration_to() returns to. */
+int tmaguard_declare_tensors(const tmaguard_tensor* tensors, int count, int* depth) TMAGUARD_WEAK;
+/* Ends the calling thread's declarations made since it declared `depth` tensors (the rest stay declared). */
+void tmaguard_end_declaration_to(int depth) TMAGUARD_WEAK;
 /* Ends the calling thread's declarations (all of them). */
 void tmaguard_end_declaration(void) TMAGUARD_WEAK;
 
@@ -43,6 +66,16 @@ static inline int tmaguard_declare(const char* name, const void* data, int rank,
 }
 static inline void tmaguard_end(void) {
   if (tmaguard_end_declaration) tmaguard_end_declaration();
+}
+/* A block's entry: declares `count` tensors, returns the depth to end at. */
+static inline int tmaguard_declare_many(const tmaguard_tensor* tensors, int count) {
+  int depth = 0;
+  if (tmaguard_declare_tensors) tmaguard_declare_tensors(tensors, count, &depth);
+  return depth;
+}
+/* A block's exit: the declarations return to what they were at its entry. */
+static inline void tmaguard_end_to(int depth) {
+  if (tmaguard_end_declaration_to) tmaguard_end_declaration_to(depth);
 }
 #endif
 

@@ -37,14 +37,13 @@ void drop_ring(CleanBlock& b) {
   b.ring = nullptr;
 }
 
-// Forgets the clean keys and the ring of entry `e` (nullptr: of every entry), when it is given to another kernel.
-void forget_keys(const MemoEntry* e) {
+// Forgets the clean keys and the ring of entry `e`'s block, when the entry is made afresh (for another kernel, an
+// earlier KernelInfo's, or after forget_this_threads_entries()).
+void forget_keys(const MemoEntry& e) {
   if (!this_memo().blocks) return;
-  for (std::size_t i = 0; i < kMemoEntries; ++i) {
-    if (e && this_memo().entries + i != e) continue;
-    std::memset(this_memo().blocks[i].keys, 0, sizeof(CleanBlock::keys));
-    drop_ring(this_memo().blocks[i]);
-  }
+  CleanBlock& b = this_memo().blocks[&e - this_memo().entries];
+  std::memset(b.keys, 0, sizeof(CleanBlock::keys));
+  drop_ring(b);
 }
 
 // A thread is exiting (counters.h): its blocks go, and with them every entry's copy and ring.
@@ -143,7 +142,7 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
   } else if (known) {
     return e;
   }
-  forget_keys(&e);  // another kernel's keys, or an earlier KernelInfo's
+  forget_keys(e);  // another kernel's keys, an earlier KernelInfo's, or keys from before a forget
   e = MemoEntry{};
   t_launch_tls.thread.wide_compare = cpu::compares_wide();
   e.f = f;
@@ -155,8 +154,9 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
 }
 
 void forget_this_threads_entries() {
+  // The entries alone (16 lines): an entry made afresh forgets its block's keys and ring before it keeps any (entry()),
+  // and nothing reads a block but through its entry.
   std::memset(static_cast<void*>(this_memo().entries), 0, sizeof this_memo().entries);
-  forget_keys(nullptr);
 }
 
 bool is_clean_key(const MemoEntry& e, uint64_t key) {
