@@ -6,7 +6,8 @@
 #   scripts/install-deps.sh            that, and what the tests and packaging need (scripts/test.sh): GoogleTest,
 #                                      Google Benchmark, clang (fuzzers), debootstrap (the Debian 11 release root),
 #                                      Slurm and munge (the Slurm test), Prometheus, node_exporter and curl (the fleet
-#                                      test), libpython (the embedded-Python call-site test)
+#                                      test), libpython (the embedded-Python call-site test, the Python helper's C
+#                                      extension)
 #   scripts/install-deps.sh --arch aarch64
 #                                      what the aarch64 build and its tests need (scripts/build.sh --arch aarch64,
 #                                      scripts/test-aarch64.sh): Debian's cross compiler, the arm64 multiarch packages of
@@ -18,13 +19,14 @@
 # install_deps_complete fails when a script calls a tool that is not listed here.
 set -euo pipefail
 build_pkgs=(g++ cmake ninja-build binutils git libspdlog-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev
-            libcli11-dev libpcre2-dev python3)
+            libcli11-dev libpcre2-dev python3 libpython3-dev)
 test_pkgs=(dpkg-dev file universal-ctags libgtest-dev libbenchmark-dev clang libclang-rt-dev python3-venv python3-setuptools
-           python3-wheel debootstrap slurm-wlm munge procps libpython3-dev prometheus prometheus-node-exporter curl
+           python3-wheel debootstrap slurm-wlm munge procps prometheus prometheus-node-exporter curl
            util-linux)
 # --arch aarch64: the cross toolchain and emulator (build machine) and the libraries the build links (arm64)
 aarch64_pkgs=(g++-aarch64-linux-gnu qemu-user-static binfmt-support libspdlog-dev:arm64 libfmt-dev:arm64
-              libgtest-dev:arm64 libbenchmark-dev:arm64 libtomlplusplus-dev:arm64 libpcre2-dev:arm64)
+              libgtest-dev:arm64 libbenchmark-dev:arm64 libtomlplusplus-dev:arm64 libpcre2-dev:arm64
+              libpython3-dev:arm64)
 # program -> the package that provides it
 programs=(g++:g++ cmake:cmake cpack:cmake ctest:cmake ninja:ninja-build readelf:binutils nm:binutils objdump:binutils
           strip:binutils dpkg:dpkg dpkg-deb:dpkg dpkg-architecture:dpkg-dev dpkg-shlibdeps:dpkg-dev file:file git:git

@@ -77,6 +77,8 @@ for tree in "$work/moved-prefix" "$work/deb/usr"; do
   tg="$tree/bin/tmaguard"
   lib="$tree/lib/libtmaguard.so"
   [ -f "$lib" ] || lib="$tree/lib/$multiarch/libtmaguard.so"
+  [ -f "$(dirname "$lib")/tmaguard/python/_speedups.abi3.so" ] ||
+    fail "the Python helper's C extension is not beside the library ($(dirname "$lib")/tmaguard/python)"
   out=$("$tg" --version) || fail "$tg --version: $out"
   grep -q "library: $lib: tmaguard $version (git $revision)" <<<"$out" ||
     fail "$tg --version does not name this build's library: $out"

@@ -56,11 +56,15 @@ wheel_check() {
   # the launcher helper tries the preload here before it hands out an environment (a library that cannot load: PreloadError)
   $run "$venv/bin/python -c \"import tmaguard; print(tmaguard.environment(mode='abort')['LD_PRELOAD'])\"" |
     grep -Eq "^$venv/.*/tmaguard/_install/lib/libtmaguard\.so(:|\$)" || fail "$where: tmaguard.environment() from the venv"
+  # the declaration helper, in a Python the wheel's library is preloaded into, loads its C extension (stable ABI)
+  lib=$($run "$venv/bin/python -c \"import tmaguard; print(tmaguard.library_path())\"")
+  $run "LD_PRELOAD=$lib $venv/bin/python -c \"import tmaguard; print(tmaguard._declare.backend())\"" 2>/dev/null |
+    grep -qx speedups || fail "$where: the wheel's Python helper does not load its C extension ($py)"
   $run "$venv/bin/tmaguard demo" >"$rel/demo.$where.out" 2>&1 || fail "$where: the wheel's demo: $(tail -5 "$rel/demo.$where.out")"
   grep -q "fa4-dk-not-k-major" "$rel/demo.$where.out" || fail "$where: the wheel's demo reported nothing"
   $run "$venv/bin/pip uninstall -y -q tmaguard && find $venv | sort >$venv.after && diff $venv.before $venv.after" ||
     fail "$where: pip uninstall left files behind"
-  ok "$where: the wheel from a fresh venv (--no-index): --version, python -m tmaguard, tmaguard.environment(), the demo; uninstalled cleanly"
+  ok "$where: the wheel from a fresh venv (--no-index): --version, python -m tmaguard, tmaguard.environment(), the helper's C extension, the demo; uninstalled cleanly"
 }
 
 # 2. a real Debian 11 root

@@ -8,38 +8,91 @@ elements; one built from a view's shape as if it were contiguous is reported as 
 the mode. Without tmaguard preloaded the block does nothing. A tensor is any object with data_ptr(), shape,
 stride() (in elements) and element_size() (PyTorch), or with __cuda_array_interface__ or __array_interface__
 (CuPy, Numba, NumPy), or with __dlpack__ (JAX, CuPy, TensorFlow: the capsule is read, not consumed).
+
+A block costs one call into the library on entry and one on exit (tmaguard_declare_tensors, then
+tmaguard_end_declaration_to: the outer block's declarations come back at once). The calls are made by the C extension
+installed beside the preloaded library (LIBDIR/tmaguard/python/_speedups.abi3.so, CPython 3.8 and later), or through
+ctypes where it cannot be loaded (backend() says which).
 """
-import contextlib
 import ctypes
-import threading
+import importlib.machinery
+import importlib.util
+import os
 
 _MAX_RANK = 8  # TMAGUARD_MAX_RANK
-_api = None
+_MAX_DECLARED = 16  # TMAGUARD_MAX_DECLARED
+_api = None  # the backend: _speedups (the C extension) or _CtypesBackend; None without tmaguard
+_backend_name = None
 _looked = False
-_local = threading.local()  # each thread's stack of declared blocks: lists of (name, tensor metadata)
+
+
+def _library_path(address):
+    """The file mapped at `address` in this process (/proc/self/maps), or None."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                if lo <= address < hi and len(fields) == 6:
+                    return fields[5].strip()
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _load_speedups(library):
+    """The C extension installed beside `library` (LIBDIR/tmaguard/python/), or None where it cannot be loaded."""
+    if not library:
+        return None
+    return _load_extension(os.path.join(os.path.dirname(library), "tmaguard", "python", "_speedups.abi3.so"))
+
+
+def _load_extension(path):
+    """The C extension at `path`, or None where it cannot be loaded."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        loader = importlib.machinery.ExtensionFileLoader("tmaguard._speedups", path)
+        spec = importlib.util.spec_from_file_location("tmaguard._speedups", path, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        return module
+    except (ImportError, OSError):  # another Python implementation, or a damaged file: ctypes does the same work
+        return None
 
 
 def _functions():
-    """tmaguard_declare_tensor and tmaguard_end_declaration of the preloaded library, or None without it."""
-    global _api, _looked
+    """The backend that declares to the preloaded library, or None without it."""
+    global _api, _backend_name, _looked
     if not _looked:
         _looked = True
         try:
             process = ctypes.CDLL(None)
-            declare, end = process.tmaguard_declare_tensor, process.tmaguard_end_declaration
+            declare, end = process.tmaguard_declare_tensors, process.tmaguard_end_declaration_to
         except (OSError, AttributeError):
             return None
-        declare.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
-                            ctypes.POINTER(ctypes.c_int64), ctypes.c_int]
+        declare.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         declare.restype = ctypes.c_int
-        end.argtypes, end.restype = [], None
-        _api = (declare, end)
+        end.argtypes, end.restype = [ctypes.c_int], None
+        addresses = [ctypes.cast(f, ctypes.c_void_p).value for f in (declare, end)]
+        speedups = _load_speedups(_library_path(addresses[0]))
+        if speedups is not None:
+            speedups.bind(addresses[0], addresses[1], metadata)
+            _api, _backend_name = speedups, "speedups"
+        else:
+            _api, _backend_name = _CtypesBackend(declare, end), "ctypes"
     return _api
 
 
 def active():
     """Whether declarations reach tmaguard (the library is preloaded into this process)."""
     return _functions() is not None
+
+
+def backend():
+    """How declarations reach the library: "speedups" (the C extension), "ctypes", or None without tmaguard."""
+    _functions()
+    return _backend_name
 
 
 def _interface_metadata(iface):
@@ -120,33 +173,75 @@ def metadata(tensor):
                     "__dlpack__")
 
 
-def _declare_all(entries):
-    declare, end = _functions()
-    end()
-    for name, (data, shape, strides, size) in entries:
-        rank = len(shape)
-        if rank > _MAX_RANK:
-            continue  # tmaguard would refuse it; the map is judged as undeclared
-        shape_arr = (ctypes.c_int64 * max(rank, 1))(*shape)
-        stride_arr = (ctypes.c_int64 * max(rank, 1))(*strides)
-        declare(name.encode("utf-8", "replace")[:31], data, rank, shape_arr, stride_arr, size)
+class _Tensor(ctypes.Structure):  # declare.h's tmaguard_tensor
+    _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("rank", ctypes.c_int), ("element_size", ctypes.c_int)]
 
 
-@contextlib.contextmanager
-def declared(**tensors):
+def _torch_like(value):
+    return hasattr(value, "data_ptr") and hasattr(value, "stride") and hasattr(value, "element_size")
+
+
+class _CtypesBackend:
+    """What the C extension does, in Python: the same two library calls per block, the metadata read here."""
+
+    def __init__(self, declare, end):
+        self._declare, self.end = declare, end
+
+    def _declare_entries(self, entries):
+        entries = [(n, m) for n, m in entries if len(m[1]) <= _MAX_RANK]  # the library would refuse it: undeclared
+        array = (_Tensor * max(len(entries), 1))()
+        keep = []
+        for slot, (name, (data, shape, strides, size)) in zip(array, entries):
+            shape_arr = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+            stride_arr = (ctypes.c_int64 * max(len(shape), 1))(*strides)
+            keep += [shape_arr, stride_arr]
+            slot.name, slot.data, slot.rank, slot.element_size = name.encode("utf-8", "replace"), data, len(shape), size
+            slot.shape, slot.strides = shape_arr, stride_arr
+        depth = ctypes.c_int(0)
+        self._declare(array, len(entries), ctypes.byref(depth))
+        return depth.value
+
+    def declare(self, tensors):
+        return self._declare_entries([(n, metadata(t)) for n, t in tensors.items() if t is not None])
+
+    def declare_call(self, names, keywords, args, kwargs):
+        named = list(zip(names, args)) + [(k, v) for k, v in (kwargs or {}).items() if k in keywords]
+        entries = []
+        for name, value in named:
+            if _torch_like(value):
+                try:
+                    entries.append((name, metadata(value)))
+                except Exception:  # noqa: BLE001 -- a fake or meta tensor: the call runs as it would without tmaguard
+                    pass
+        return self._declare_entries(entries)
+
+    def call_declared(self, fn, names, keywords, args, kwargs):
+        depth = self.declare_call(names, keywords, args, kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.end(depth)
+
+
+class declared:
     """Declares these tensors (keyword: the name findings use) for the calling thread for the block's duration. A
-    value of None is skipped; blocks nest (the inner one adds to the outer one's tensors)."""
-    if _functions() is None:
-        yield
-        return
-    stack = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    mine = [(name, metadata(t)) for name, t in tensors.items() if t is not None]
-    stack.append(mine)
-    try:
-        _declare_all([e for block in stack for e in block])
-        yield
-    finally:
-        stack.pop()
-        _declare_all([e for block in stack for e in block])
+    value of None is skipped; blocks nest (the inner one adds to the outer one's tensors, and its exit restores
+    them)."""
+
+    __slots__ = ("_tensors", "_depth")
+
+    def __init__(self, **tensors):
+        self._tensors = tensors
+        self._depth = None
+
+    def __enter__(self):
+        api = _api if _looked else _functions()
+        if api is not None:
+            self._depth = api.declare(self._tensors)
+
+    def __exit__(self, *exc):
+        if self._depth is not None:
+            _api.end(self._depth)
+            self._depth = None
+        return False

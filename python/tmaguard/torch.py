@@ -11,41 +11,37 @@ import functools
 import importlib
 import inspect
 
-from tmaguard._declare import active, declared, metadata
+from tmaguard import _declare
 
 FA4_MODULE = "flash_attn.cute.interface"
 FA4_FUNCTIONS = ("_flash_attn_fwd", "_flash_attn_bwd")
 
 
-def _is_tensor(value):
-    return hasattr(value, "data_ptr") and hasattr(value, "stride") and hasattr(value, "element_size")
-
-
-def _readable(value):
-    """Whether a tensor argument's metadata can be read: a fake or meta tensor (torch.compile's tracing) has no data
-    pointer, and the call it is passed to must run as it would without tmaguard."""
-    try:
-        metadata(value)
-        return True
-    except Exception:  # noqa: BLE001 -- whatever the tensor type raises, the wrapped call is not ours to break
-        return False
-
-
 def declaring(fn):
-    """`fn` with its tensor arguments declared for each call, by parameter name."""
+    """`fn` with its tensor arguments declared for each call, by parameter name. The signature is read once: a call
+    costs the C extension's one pass over its arguments and one library call in and out (what is no PyTorch-like
+    tensor, or cannot be read, as a fake or meta tensor under torch.compile's tracing, is left undeclared and the
+    call runs as it would without tmaguard)."""
     if getattr(fn, "__tmaguard_declaring__", False):
         return fn
-    signature = inspect.signature(fn)
+    api = _declare._functions()
+    if api is None:
+        return fn
+    params = inspect.signature(fn).parameters.values()
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = []
+    for p in params:  # the names of positional arguments in order, up to *args
+        if p.kind not in positional:
+            break
+        names.append(p.name)
+    names = tuple(names)
+    keywords = frozenset(p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                               inspect.Parameter.KEYWORD_ONLY))
+    call_declared = api.call_declared
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        try:
-            bound = signature.bind_partial(*args, **kwargs)
-        except TypeError:
-            return fn(*args, **kwargs)  # the function's own error, unchanged
-        tensors = {name: value for name, value in bound.arguments.items() if _is_tensor(value) and _readable(value)}
-        with declared(**tensors):
-            return fn(*args, **kwargs)
+        return call_declared(fn, names, keywords, args, kwargs)
 
     wrapper.__tmaguard_declaring__ = True
     return wrapper
@@ -54,7 +50,7 @@ def declaring(fn):
 def watch(module=FA4_MODULE, functions=FA4_FUNCTIONS):
     """Wraps `functions` of `module` (FA4's by default); returns the names wrapped ([] when the module cannot be
     imported or tmaguard is not preloaded). Calling it twice wraps nothing twice."""
-    if not active():
+    if not _declare.active():
         return []
     try:
         mod = importlib.import_module(module)

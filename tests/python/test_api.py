@@ -272,51 +272,156 @@ class Declared(unittest.TestCase):
         with tmaguard.declared(q=object()):  # not even read
             pass
 
-    def test_watch_declares_the_tensor_arguments_of_the_wrapped_functions_by_name(self):
+    def test_watch_declares_nothing_and_wraps_nothing_without_the_library(self):
+        import tmaguard.torch as tt
+        self.assertEqual(tt.watch("no_such_module_here"), [])
+        self.assertEqual(tt.watch("json", ("dumps",)), [])
+        fn = json.dumps
+        self.assertIs(tt.declaring(fn), fn)
+
+
+class Recorder:
+    """Stands in for the library's tmaguard_declare_tensors and tmaguard_end_declaration_to (C function pointers made
+    from Python): keeps the thread's depth as the library does and records every tensor each call hands over."""
+
+    DECLARE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int))
+    END = ctypes.CFUNCTYPE(None, ctypes.c_int)
+
+    def __init__(self):
+        self.depth, self.calls, self.ends = 0, [], []
+        self.declare, self.end = self.DECLARE(self._declare), self.END(self._end)
+
+    def _declare(self, array, count, depth_out):
+        if depth_out:
+            depth_out[0] = self.depth
+        tensors = ctypes.cast(array, ctypes.POINTER(tmaguard._declare._Tensor))
+        got = []
+        for i in range(count):
+            t = tensors[i]
+            got.append((t.name.decode(), t.data or 0, tuple(t.shape[j] for j in range(t.rank)),
+                        tuple(t.strides[j] for j in range(t.rank)), t.element_size))
+        if count:
+            self.calls.append(got)
+        self.depth += count
+        return 0
+
+    def _end(self, depth):
+        self.ends.append(depth)
+        self.depth = min(self.depth, depth)
+
+    def declared(self):
+        return [t for call in self.calls for t in call]
+
+
+def address(fn):
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+class Tensor:
+    """PyTorch's face of a tensor: data_ptr(), shape, stride(), element_size()."""
+
+    def __init__(self, data, shape=(2, 3), strides=(3, 1), size=2):
+        self.data, self.shape, self.strides, self.size = data, shape, strides, size
+
+    def data_ptr(self):
+        return self.data
+
+    def stride(self):
+        return self.strides
+
+    def element_size(self):
+        return self.size
+
+
+class Fake(Tensor):  # torch.compile's fake tensors have no storage
+    def data_ptr(self):
+        raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
+
+
+class Backends(unittest.TestCase):
+    """Both ways a block reaches the library, against a recording stand-in: the C extension (as built: ctest passes
+    its path) and ctypes."""
+
+    def each_backend(self):
+        """(name, recorder, context): the context makes the backend the helper's for its duration."""
+        d = tmaguard._declare
+        for name in ("speedups", "ctypes"):
+            rec = Recorder()
+            if name == "speedups":
+                api = d._load_extension(os.environ["TMAGUARD_TEST_SPEEDUPS"])
+                self.assertIsNotNone(api, "the built C extension does not load")
+                api.bind(address(rec.declare), address(rec.end), d.metadata)
+            else:
+                api = d._CtypesBackend(rec.declare, rec.end)
+            stack = contextlib.ExitStack()
+            stack.enter_context(self.subTest(backend=name))
+            for attr, value in (("_api", api), ("_looked", True), ("_backend_name", name)):
+                stack.enter_context(mock.patch.object(d, attr, value))
+            yield rec, stack
+
+    def test_a_block_declares_its_tensors_in_one_call_and_its_exit_returns_to_the_depth_it_found(self):
+        class Interface:  # read through metadata(): an array interface
+            __array_interface__ = {"data": (65536, False), "shape": (3, 5), "typestr": "<f4", "strides": None}
+
+        q, k = Tensor(4096, (2, 128, 4, 64), (32768, 64, 8192, 1)), Tensor(8192)
+        for rec, backend in self.each_backend():
+            with backend:
+                with tmaguard.declared(q=q, skipped=None, k=k):
+                    self.assertEqual(rec.calls, [[("q", 4096, (2, 128, 4, 64), (32768, 64, 8192, 1), 2),
+                                                  ("k", 8192, (2, 3), (3, 1), 2)]])
+                    with tmaguard.declared(arr=Interface()):
+                        self.assertEqual(rec.calls[-1], [("arr", 65536, (3, 5), (5, 1), 4)])
+                        self.assertEqual(rec.depth, 3)
+                    self.assertEqual(rec.ends, [2], "the inner block returns to the outer block's depth")
+                self.assertEqual(rec.ends, [2, 0])
+                self.assertEqual(rec.depth, 0)
+
+    def test_an_object_that_is_no_tensor_raises_and_leaves_nothing_declared(self):
+        for rec, backend in self.each_backend():
+            with backend:
+                with self.assertRaises(TypeError):
+                    with tmaguard.declared(q=Tensor(64), x=object()):
+                        self.fail("the block ran")
+                self.assertEqual(rec.depth, 0)
+
+    def test_a_rank_over_eight_is_left_undeclared_and_more_than_sixteen_all_reach_the_library(self):
+        wide = Tensor(64, tuple([1] * 9), tuple([1] * 9))
+        many = {f"t{i}": Tensor(4096 * (i + 1)) for i in range(20)}
+        for rec, backend in self.each_backend():
+            with backend:
+                with tmaguard.declared(wide=wide, **many):
+                    self.assertEqual([t[0] for t in rec.declared()], list(many), "in order, the rank-9 one left out")
+                self.assertEqual(rec.ends, [0])
+
+    def test_watch_declares_a_calls_tensor_arguments_by_parameter_name(self):
         import types
         import tmaguard.torch as tt
+        t = Tensor(64)
+        for rec, backend in self.each_backend():
+            with backend:
+                fake = types.ModuleType("fake_fa4_interface")
+                depth_inside = []
 
-        class T:
-            shape = (1,)
+                def _flash_attn_bwd(q, k, v, out, dout, lse, softmax_scale=None, *extra, dq=None, **rest):
+                    depth_inside.append(rec.depth)
+                    return "result"
 
-            def data_ptr(self):
-                return 1
+                fake._flash_attn_bwd = _flash_attn_bwd
+                sys.modules["fake_fa4_interface"] = fake
+                self.addCleanup(sys.modules.pop, "fake_fa4_interface", None)
+                self.assertEqual(tt.watch("fake_fa4_interface", ("_flash_attn_bwd", "_flash_attn_fwd")),
+                                 ["_flash_attn_bwd"])
+                self.assertEqual(tt.watch("fake_fa4_interface", ("_flash_attn_bwd",)), ["_flash_attn_bwd"])
+                # positional and keyword tensors by their parameter's name; nothing under *extra or **rest, no
+                # non-tensor value; a fake tensor left out and the call run
+                self.assertEqual(fake._flash_attn_bwd(Fake(0), t, t, t, t, t, 0.5, t, dq=t, other=t), "result")
+                self.assertEqual(sorted(n for n, *_ in rec.declared()), ["dout", "dq", "k", "lse", "out", "v"])
+                self.assertEqual(depth_inside, [6], "declared while the call runs, wrapped once")
+                self.assertEqual(rec.depth, 0, "ended when it returns")
+                with self.assertRaises(ZeroDivisionError):
+                    tt.declaring(lambda q: 1 / 0)(t)
+                self.assertEqual(rec.depth, 0, "ended when it raises")
 
-            def stride(self):
-                return (1,)
-
-            def element_size(self):
-                return 2
-
-        seen = []
-        fake = types.ModuleType("fake_fa4_interface")
-
-        def _flash_attn_bwd(q, k, v, out, dout, lse, softmax_scale=None, dq=None):
-            return "result"
-
-        fake._flash_attn_bwd = _flash_attn_bwd
-        sys.modules["fake_fa4_interface"] = fake
-        self.addCleanup(sys.modules.pop, "fake_fa4_interface")
-
-        def record(**tensors):
-            seen.append(sorted(tensors))
-            return contextlib.nullcontext()
-
-        with mock.patch.object(tt, "active", lambda: True), mock.patch.object(tt, "declared", record):
-            self.assertEqual(tt.watch("fake_fa4_interface", ("_flash_attn_bwd", "_flash_attn_fwd")), ["_flash_attn_bwd"])
-            self.assertEqual(tt.watch("fake_fa4_interface", ("_flash_attn_bwd",)), ["_flash_attn_bwd"])
-            t = T()
-            self.assertEqual(fake._flash_attn_bwd(t, t, t, t, t, t, 0.5, dq=t), "result")
-        self.assertEqual(seen, [["dout", "dq", "k", "lse", "out", "q", "v"]], "wrapped twice, or a tensor missed")
-
-        class Fake(T):  # torch.compile's fake tensors have no storage
-            def data_ptr(self):
-                raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
-
-        with mock.patch.object(tt, "active", lambda: True), mock.patch.object(tt, "declared", record):
-            self.assertEqual(fake._flash_attn_bwd(Fake(), t, t, t, t, t), "result")
-        self.assertEqual(seen[-1], ["dout", "k", "lse", "out", "v"], "a tensor without storage broke or joined the call")
-        self.assertEqual(tt.watch("no_such_module_here"), [])
 
 if __name__ == "__main__":
     unittest.main()

@@ -92,33 +92,39 @@ TEST(Tensors, AStoredMapWhoseRowsSpillOutOfADeclaredViewIsStopped) {
   EXPECT_TRUE(no_rule.events("violation").empty()) << describe(no_rule);
 }
 
-// The Python helper: tmaguard.declared(q=view) around a launch made through ctypes.
-ClientRun python_job(const char* which, bool preloaded = true) {
+// The Python helper: tmaguard.declared(q=view) around a launch made through ctypes, through its C extension or
+// (`backend` "ctypes") through ctypes.
+ClientRun python_job(const char* which, bool preloaded = true, const std::string& backend = "") {
+  std::vector<std::string> args = {TG_PYTHON, TG_DECLARED_JOB, TG_CLIENT_LIB, which};
+  if (!backend.empty()) args.push_back(backend);
   if (!preloaded) {
-    ProcessResult p = run_process({TG_PYTHON, TG_DECLARED_JOB, TG_CLIENT_LIB, which},
-                                  {{"LD_LIBRARY_PATH", TG_FAKE_DIR}, {"LD_PRELOAD", ""}});
+    ProcessResult p = run_process(args, {{"LD_LIBRARY_PATH", TG_FAKE_DIR}, {"LD_PRELOAD", ""}});
     ClientRun r;
     r.p = p;
     return r;
   }
-  return run_preloaded({TG_PYTHON, TG_DECLARED_JOB, TG_CLIENT_LIB, which}, {{"TMAGUARD_MODE", "reject"}});
+  return run_preloaded(args, {{"TMAGUARD_MODE", "reject"}});
 }
 
 TEST(Tensors, APythonJobDeclaresWithTheHelperAndItsShapeBuiltMapIsStopped) {
-  const ClientRun right = python_job("right");
-  EXPECT_NE(right.p.out.find("DECLARED active=True"), std::string::npos) << describe(right);
-  EXPECT_NE(right.p.out.find("TENSORS right ran=1"), std::string::npos) << describe(right);
-  EXPECT_TRUE(mismatches(right).empty()) << describe(right);
-  for (const char* which : {"shape", "past"}) {
-    const ClientRun r = python_job(which);
-    EXPECT_NE(r.p.out.find(std::string("TENSORS ") + which + " ran=0"), std::string::npos) << which << describe(r);
-    ASSERT_EQ(mismatches(r).size(), 1u) << which << describe(r);
-    EXPECT_EQ(mismatches(r)[0]["tensor"], "q") << which;
-  }
-  for (const char* which : {"undeclared", "ended"}) {
-    const ClientRun r = python_job(which);
-    EXPECT_NE(r.p.out.find("ran=1"), std::string::npos) << which << describe(r);
-    EXPECT_TRUE(mismatches(r).empty()) << which << describe(r);
+  for (const std::string backend : {"speedups", "ctypes"}) {
+    const std::string arg = backend == "ctypes" ? backend : "";
+    const ClientRun right = python_job("right", true, arg);
+    EXPECT_NE(right.p.out.find("DECLARED active=True backend=" + backend), std::string::npos) << describe(right);
+    EXPECT_NE(right.p.out.find("TENSORS right ran=1"), std::string::npos) << describe(right);
+    EXPECT_TRUE(mismatches(right).empty()) << describe(right);
+    for (const char* which : {"shape", "past", "nested", "watched"}) {
+      const ClientRun r = python_job(which, true, arg);
+      EXPECT_NE(r.p.out.find(" ran=0"), std::string::npos) << backend << " " << which << describe(r);
+      ASSERT_EQ(mismatches(r).size(), 1u) << backend << " " << which << describe(r);
+      EXPECT_EQ(mismatches(r)[0]["tensor"], "q") << backend << " " << which;
+    }
+    // undeclared, left, or a tensor whose metadata cannot be read (the watched call runs as it would unwatched)
+    for (const char* which : {"undeclared", "ended", "watched_fake"}) {
+      const ClientRun r = python_job(which, true, arg);
+      EXPECT_NE(r.p.out.find("ran=1"), std::string::npos) << backend << " " << which << describe(r);
+      EXPECT_TRUE(mismatches(r).empty()) << backend << " " << which << describe(r);
+    }
   }
 }
 
