@@ -262,14 +262,24 @@ TEST(Log, ConcurrentWritersNeverSplitARecord) {
   std::remove(log.c_str());
 }
 
-// ---- 12. stderr a pipe whose reader is gone
+// ---- 12. stderr a pipe whose reader is gone: every record tmaguard writes (the start line, the finding, the summary)
+// meets EPIPE, and the job (SIGPIPE at its default, as a shell starts it) lives on, guarded: its transposed dK is
+// still rejected, so the finding was made and its record written into the dead pipe.
 TEST(Log, StderrWithoutAReaderNeverKillsTheJob) {
   ProcessOptions opt;
   opt.stderr_reader_gone = true;
   for (const char* sc : {"fa4_ok", "fa4_dk_bad"}) {
+    const bool bad = std::string(sc) == "fa4_dk_bad";
     const ClientRun r =
-        run_client({"dlsym", "launch", sc}, {{"TMAGUARD_LOG", ""}, {"TMAGUARD_MODE", "log"}}, false, false, opt);
-    EXPECT_TRUE(r.p.exited && r.p.code == 0) << sc << "\n" << describe(r);
+        run_client({"dlsym", "launch", sc}, {{"TMAGUARD_LOG", ""}, {"TMAGUARD_MODE", "reject"}}, false, false, opt);
+    EXPECT_TRUE(r.p.exited && !r.p.signaled) << sc << "\n" << describe(r);
+    EXPECT_NE(r.p.out.find("RESULT "), std::string::npos) << sc << ": the job did not run to its end\n" << describe(r);
+    if (bad) {
+      EXPECT_EQ(r.ran, 0) << "the transposed dK ran: nothing judged it\n" << describe(r);
+    } else {
+      EXPECT_EQ(r.failed, 0) << describe(r);
+      EXPECT_GT(r.ran, 0) << describe(r);
+    }
   }
 }
 
