@@ -181,12 +181,20 @@ void remember_map(uint64_t hash, MapEvidence evidence) {
 
 namespace memo_detail {
 
+constexpr std::size_t kBlocksAlignment = 4096;
+constexpr std::size_t kBlocksBytes = (kMemoEntries * sizeof(CleanBlock) + kBlocksAlignment - 1) / kBlocksAlignment *
+                                     kBlocksAlignment;  // aligned_alloc's size is a multiple of its alignment
+
 CleanBlock* block_of(const MemoEntry& e, bool allocate) {
   if (!this_memo().blocks) {
     // Only a registered thread: its exit frees the blocks (counters.h).
     if (!allocate || !t_launch_tls.thread.registered) return nullptr;
     on_thread_exit(release_thread);
-    void* p = std::aligned_alloc(alignof(CleanBlock), kMemoEntries * sizeof(CleanBlock));
+    // Page-aligned: where each entry's copy sits in its page is fixed by the layout, not by what the heap handed out
+    // before. A repeat's first loads are the copy's, issued while the driver's last stores of the previous launch
+    // may still be in flight; a copy at the page offsets of those stores waits for them (4 KiB aliasing: on the
+    // stand-in, one queue position of sixteen cost FA4 +13 ns against +6 to +8, docs/verification.md).
+    void* p = std::aligned_alloc(kBlocksAlignment, kBlocksBytes);
     if (!p) return nullptr;
     std::memset(p, 0, kMemoEntries * sizeof(CleanBlock));
     this_memo().blocks = static_cast<CleanBlock*>(p);

@@ -4,6 +4,8 @@ without it. Prints one line per figure; asserts nothing about time (ctest runs i
 
     python3 declare_cost.py LIBTMAGUARD FAKE_DRIVER_DIR [--blocks N] [--runs R] [--torch]
 
+FAKE_DRIVER_DIR is the stand-in driver's folder, or - for the machine's own driver (a GPU host).
+
 Each figure is measured in a process of its own (LD_PRELOAD set or not), R runs of N blocks or calls, and the best
 and the median run are printed in microseconds per block or call. The tensors are tensor-like objects (data_ptr(),
 shape, stride(), element_size()), or with --torch PyTorch tensors on the GPU. The wrapped functions have
@@ -111,8 +113,9 @@ def measure(kind, preload, lib, fake, blocks, runs, torch_tensors):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if preload:
-        env.update(LD_PRELOAD=lib, LD_LIBRARY_PATH=fake + ":" + env.get("LD_LIBRARY_PATH", ""), TMAGUARD_MODE="log",
-                   TMAGUARD_LOG="/dev/null")
+        env.update(LD_PRELOAD=lib, TMAGUARD_MODE="log", TMAGUARD_LOG="/dev/null")
+        if fake != "-":  # "-": the real driver
+            env["LD_LIBRARY_PATH"] = fake + ":" + env.get("LD_LIBRARY_PATH", "")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, str(blocks), str(runs)]
     if torch_tensors:
         cmd.append("--torch")
