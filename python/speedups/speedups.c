@@ -150,6 +150,11 @@ static int read_tensor(Block* b, PyObject* name, PyObject* obj, int lenient) {
  * element_size() are then called), else by the fallback. `lenient`: only PyTorch-like tensors, and one whose
  * metadata cannot be read is skipped, not an error. */
 static int add(Block* b, PyObject* name, PyObject* obj, int lenient) {
+  /* a call's other arguments (None, numbers, strings, flags) are no tensors: skipped without a failed lookup, whose
+   * exception costs more than the rest of a tensor's reading */
+  if (lenient && (obj == Py_None || PyLong_Check(obj) || PyFloat_Check(obj) || PyUnicode_Check(obj) ||
+                  PyTuple_Check(obj) || PyList_Check(obj) || PyDict_Check(obj) || !PyObject_HasAttr(obj, s_data_ptr)))
+    return 0;
   if (b->n == TMAGUARD_MAX_DECLARED) block_flush(b);
   if (read_tensor(b, name, obj, lenient) >= 0) return 0;
   if (!lenient) return -1;
