@@ -54,7 +54,7 @@ namespace {
 void settle(uint64_t before_seed) {
   if (declared_seed() == before_seed) return;
   const InsideTmaguard inside;
-  forget_this_threads_entries();
+  invalidate_this_threads_entries();
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ void drop_ring(CleanBlock& b) {
 }
 
 // Forgets the clean keys and the ring of entry `e`'s block, when the entry is made afresh (for another kernel, an
-// earlier KernelInfo's, or after forget_this_threads_entries()).
+// earlier KernelInfo's, or after invalidate_this_threads_entries()).
 void forget_keys(const MemoEntry& e) {
   if (!this_memo().blocks) return;
   CleanBlock& b = this_memo().blocks[&e - this_memo().entries];
@@ -154,6 +154,11 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
 }
 
 void forget_this_threads_entries() {
+  invalidate_this_threads_entries();
+  for (const MemoEntry& e : this_memo().entries) forget_keys(e);
+}
+
+void invalidate_this_threads_entries() {
   // The entries alone (16 lines): an entry made afresh forgets its block's keys and ring before it keeps any (entry()),
   // and nothing reads a block but through its entry.
   std::memset(static_cast<void*>(this_memo().entries), 0, sizeof this_memo().entries);

@@ -147,9 +147,12 @@ __attribute__((always_inline)) inline MemoThread& this_memo() {
 //! it waited for readable bytes or a watched place now holds a map (kernel_table.h: needs_new_search). `args`: the
 //! launch's parameters, nullptr when none are readable.
 MemoEntry& entry(CUfunction f, const LaunchArgs* args);
-//! Forgets every entry of this thread, and with them their clean keys, copies and rings (its declared tensors changed:
-//! declared.h; kernel facts were replaced); the next launch of each kernel makes its entry afresh.
+//! Forgets every entry of this thread, and with them their clean keys, copies and rings (kernel facts were replaced);
+//! the next launch of each kernel makes its entry afresh.
 void forget_this_threads_entries();
+//! The same, at the price of 16 lines (the thread's declared tensors changed, declared.h: twice a declared block):
+//! each entry's clean keys, copy and ring go when the entry is made afresh, and are never read before.
+void invalidate_this_threads_entries();
 //! Whether a launch with this key is known clean: the entry's last clean key, its kernel's last (any thread's), or
 //! one of the process's clean keys.
 bool is_clean_key(const MemoEntry& e, uint64_t key);
