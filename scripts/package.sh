@@ -23,7 +23,7 @@ aarch64_release() {
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" -DTMAGUARD_TESTS=OFF -DTMAGUARD_DEMO=ON \
     -DTMAGUARD_REVISION="$revision" -DTMAGUARD_GLIBC_BASELINE=2.35 >/dev/null
-  ninja -C "$build" tmaguard tmaguard-tool tg_client fake_cuda_demo >/dev/null
+  ninja -C "$build" tmaguard tmaguard-tool tmaguard_speedups tg_client fake_cuda_demo >/dev/null
   rm -rf "$stage" && cmake --install "$build" --prefix "$stage" >/dev/null
   worst=$(find "$stage" -type f -exec sh -c 'head -c 4 "$1" | grep -q ELF && objdump -T "$1"' _ {} \; |
           grep -oE 'GLIBC_[0-9]+\.[0-9]+' | sed 's/GLIBC_//' | sort -t. -k1,1n -k2,2n | tail -1)

@@ -92,7 +92,7 @@ dpkg-deb -x "$deb" "$x"
 lib="$x/usr/lib/aarch64-linux-gnu/libtmaguard.so" demo="$x/usr/share/tmaguard/demo"
 while IFS= read -r f; do
   head -c 4 "$f" | grep -q ELF || continue
-  v=$(objdump -T "$f" | grep -oE 'GLIBC_[0-9]+\.[0-9]+' | sed 's/GLIBC_//' | sort -t. -k1,1n -k2,2n | tail -1)
+  v=$(objdump -T "$f" | { grep -oE 'GLIBC_[0-9]+\.[0-9]+' || true; } | sed 's/GLIBC_//' | sort -t. -k1,1n -k2,2n | tail -1)
   [ -z "$v" ] || [ "$(printf '%s\n2.35\n' "$v" | sort -t. -k1,1n -k2,2n | tail -1)" = 2.35 ] || fail "$f needs GLIBC_$v"
   extra=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -vE '^(libc\.so\.6|ld-linux-aarch64\.so\.1)$' || true)
   [ -z "$extra" ] || fail "$f needs $extra"

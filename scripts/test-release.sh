@@ -30,7 +30,7 @@ stage="$rel/stage"
 worst=0.0
 while IFS= read -r f; do
   head -c 4 "$f" | grep -q ELF || continue
-  v=$(objdump -T "$f" | grep -oE 'GLIBC_[0-9]+\.[0-9]+' | sed 's/GLIBC_//' | sort -t. -k1,1n -k2,2n | tail -1)
+  v=$(objdump -T "$f" | { grep -oE 'GLIBC_[0-9]+\.[0-9]+' || true; } | sed 's/GLIBC_//' | sort -t. -k1,1n -k2,2n | tail -1)
   [ -n "$v" ] || continue
   [ "$(printf '%s\n2.31\n' "$v" | sort -t. -k1,1n -k2,2n | tail -1)" = "2.31" ] || fail "$f needs GLIBC_$v (> 2.31)"
   worst=$(printf '%s\n%s\n' "$worst" "$v" | sort -t. -k1,1n -k2,2n | tail -1)
