@@ -90,6 +90,10 @@ def child(kind, blocks, runs, torch_tensors):
             for _ in range(n):
                 with tmaguard.declared(q=q, k=k, v=v, out=o, dout=do, lse=lse, dq=dq, dk=dk):
                     pass
+    elif kind == "reads":  # what the extension asks of each tensor, asked from Python: the tensor type's own share
+        def loop(n):
+            for _ in range(n):
+                q.data_ptr(), q.shape, q.stride(), q.element_size()
     elif kind.startswith("fwd") or kind.startswith("bwd"):
         fwd, bwd = _flash_attn_fwd, _flash_attn_bwd
         if "plain" not in kind:
@@ -163,6 +167,7 @@ def main(argv):
     fwd_c = fig("FA4 forward signature, watched, ctypes", "fwd_ctypes", True)
     plain_b = fig("FA4 backward signature, unwrapped", "bwd_plain", True)
     bwd = fig("FA4 backward signature, watched (9 tensors)", "bwd", True)
+    fig("one tensor's data_ptr(), shape, stride(), element_size() from Python", "reads", False)
     print("declare_cost: what tmaguard adds (best runs)")
     print(f"  a declared block of 4 tensors                 {fast4 - bare4:7.3f} us   (ctypes: {slow4 - bare4:.3f})")
     print(f"  each further tensor                           {((fast8 - bare8) - (fast4 - bare4)) / 4:7.3f} us")
