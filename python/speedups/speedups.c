@@ -284,7 +284,8 @@ static PyMethodDef methods[] = {
     {"declare", sp_declare, METH_O, "declare({name: tensor}) -> depth"},
     {"declare_call", sp_declare_call, METH_VARARGS,
      "declare_call(names, keywords, args, kwargs) -> depth"},
-    {"call_declared", sp_call_declared, METH_VARARGS, "call_declared(fn, names, keywords, args, kwargs) -> fn's result"},
+    {"call_declared", sp_call_declared, METH_VARARGS,
+     "call_declared(fn, names, keywords, args, kwargs) -> fn's result"},
     {"end", sp_end, METH_O, "end(depth)"},
     {NULL, NULL, 0, NULL},
 };

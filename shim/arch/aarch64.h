@@ -1,7 +1,8 @@
-// tmaguard shim: the aarch64 parts of cpu.h (Grace: Neoverse V2), besides its 16-byte-only declarations there. The compare is the portable one, which the compiler
-// turns into NEON loads, EORs and ORRs; the lanes' test is one UMAXV across the accumulator. There is no wider
-// compare to choose at run time (SVE's width varies by CPU and buys nothing for 128 bytes), and no launch thunk: the
-// C++ wrapper of hooks_launch.cpp serves (measured only under emulation, where timings mean nothing).
+// tmaguard shim: the aarch64 parts of cpu.h (Grace: Neoverse V2), besides its 16-byte-only declarations there. The
+// compare is the portable one, which the compiler turns into NEON loads, EORs and ORRs; the lanes' test is one UMAXV
+// across the accumulator. There is no wider compare to choose at run time (SVE's width varies by CPU and buys nothing
+// for 128 bytes), and no launch thunk: the C++ wrapper of hooks_launch.cpp serves (measured only under emulation,
+// where timings mean nothing).
 #pragma once
 
 #include <arm_neon.h>

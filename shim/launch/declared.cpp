@@ -33,11 +33,20 @@ uint64_t next_seed(uint64_t before, const DeclaredTensor& t) {
   std::memcpy(words, t.name, strnlen(t.name, kDeclaredNameBytes));
   for (uint64_t w : words) h = fold(h, w);
   h = fold(h, static_cast<uint64_t>(static_cast<uint32_t>(t.rank)) << 32 | t.element_size);
-  for (int j = 0; j < t.rank; ++j) h = fold(fold(h, static_cast<uint64_t>(t.shape[j])), static_cast<uint64_t>(t.strides[j]));
+  for (int j = 0; j < t.rank; ++j)
+    h = fold(fold(h, static_cast<uint64_t>(t.shape[j])), static_cast<uint64_t>(t.strides[j]));
   return h | 1;
 }
 
 static_assert(kDeclaredNameBytes % 8 == 0);
+
+// The thread's declarations changed since `before_seed`: its memo entries were made with the old seed, and their
+// byte copies do not hold it, so they go.
+void settle(uint64_t before_seed) {
+  if (t_declared.seeds[t_declared.count] == before_seed) return;
+  const InsideTmaguard inside;
+  invalidate_this_threads_entries();
+}
 
 }  // namespace
 
@@ -46,18 +55,6 @@ DeclaredSet declared_tensors() { return {t_declared.tensors, t_declared.count}; 
 uint64_t declared_seed() { return t_declared.seeds[t_declared.count]; }
 
 std::size_t declared_depth() { return t_declared.count; }
-
-namespace {
-
-// The thread's declarations changed since `before_seed`: its memo entries were made with the old seed, and their
-// byte copies do not hold it, so they go.
-void settle(uint64_t before_seed) {
-  if (declared_seed() == before_seed) return;
-  const InsideTmaguard inside;
-  invalidate_this_threads_entries();
-}
-
-}  // namespace
 
 DeclarationBatch::DeclarationBatch() : seed_before_(declared_seed()) {}
 

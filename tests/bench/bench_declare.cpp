@@ -1,7 +1,8 @@
 // What declaring tensors through the C API costs (include/tmaguard/declare.h), in the process tmaguard is preloaded
 // into (with the stand-in driver): a block of N tensors declared in one call and ended in one
 // (tmaguard_declare_tensors, tmaguard_end_declaration_to), and the same N one call each (tmaguard_declare_tensor,
-// tmaguard_end_declaration). Prints Google Benchmark's table, with the time per tensor (per_tensor) per row; asserts nothing about time.
+// tmaguard_end_declaration). Prints Google Benchmark's table, with the time per tensor (per_tensor) per row; asserts
+// nothing about time.
 //
 //   LD_PRELOAD=build/libtmaguard.so LD_LIBRARY_PATH=build/tests/fake_cuda build/tests/bench_declare
 #include <benchmark/benchmark.h>
