@@ -21,6 +21,7 @@
 #define Py_LIMITED_API 0x03080000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -136,7 +137,7 @@ static int read_tensor(Block* b, PyObject* name, PyObject* obj, int lenient) {
         b->t[i].shape = b->shape[i];
         b->t[i].strides = b->strides[i];
         b->t[i].rank = (int)rank;
-        b->t[i].element_size = (int)element_size;
+        b->t[i].element_size = element_size > 0 && element_size <= INT_MAX ? (int)element_size : 0; /* 0: refused */
         ++b->n;
         result = 1;
       }
