@@ -33,7 +33,74 @@ typedef void (*end_fn)(int);
 static declare_fn g_declare;
 static end_fn g_end;
 static PyObject* g_fallback;
-static PyObject *s_data_ptr, *s_shape, *s_stride, *s_element_size;
+static PyObject *s_data_ptr, *s_shape, *s_stride, *s_element_size, *s_dtype, *s_itemsize;
+
+/* The types whose instances were read as tensors (PyTorch's Tensor, Parameter, a subclass): a call's argument of one
+ * of them is read without first asking whether it has data_ptr(), and where `dtype_size` its element size is its
+ * dtype's itemsize (torch 2.1 and later), looked up below instead of a call of element_size(). Strong references:
+ * a few types for the process's life. */
+typedef struct {
+  PyObject* type;
+  int dtype_size;
+} TensorType;
+static TensorType g_types[8];
+/* The element size of each dtype seen (dtype objects are the framework's singletons; strong references). */
+typedef struct {
+  PyObject* dtype;
+  long size;
+} DtypeSize;
+static DtypeSize g_dtypes[32];
+
+static const TensorType* tensor_type(PyObject* obj) {
+  PyObject* type = (PyObject*)Py_TYPE(obj);
+  for (size_t i = 0; i < sizeof g_types / sizeof *g_types && g_types[i].type; ++i)
+    if (g_types[i].type == type) return &g_types[i];
+  return NULL;
+}
+
+/* After `obj` was read as a tensor: its type joins the known ones (when there is room), with whether its dtype says
+ * its element size (and agrees with element_size() on this object). */
+static void learn_type(PyObject* obj, long element_size) {
+  if (tensor_type(obj)) return;
+  for (size_t i = 0; i < sizeof g_types / sizeof *g_types; ++i) {
+    if (g_types[i].type) continue;
+    PyObject* dtype = PyObject_GetAttr(obj, s_dtype);
+    PyObject* size = dtype ? PyObject_GetAttr(dtype, s_itemsize) : NULL;
+    const long itemsize = size ? PyLong_AsLong(size) : -1;
+    PyErr_Clear(); /* no dtype, or none with itemsize: element_size() is called */
+    Py_XDECREF(dtype), Py_XDECREF(size);
+    g_types[i].type = (PyObject*)Py_TYPE(obj);
+    Py_INCREF(g_types[i].type);
+    g_types[i].dtype_size = itemsize == element_size;
+    return;
+  }
+}
+
+/* `obj`'s element size as an int object (a new reference; NULL with an exception set): from its dtype for a known
+ * type whose dtype says it, else by element_size(). */
+static PyObject* element_size_of(PyObject* obj) {
+  const TensorType* t = tensor_type(obj);
+  PyObject* dtype = t && t->dtype_size ? PyObject_GetAttr(obj, s_dtype) : NULL;
+  if (dtype) {
+    size_t i = 0;
+    for (; i < sizeof g_dtypes / sizeof *g_dtypes && g_dtypes[i].dtype; ++i)
+      if (g_dtypes[i].dtype == dtype) {
+        Py_DECREF(dtype);
+        return PyLong_FromLong(g_dtypes[i].size);
+      }
+    PyObject* size = PyObject_GetAttr(dtype, s_itemsize);
+    const long itemsize = size ? PyLong_AsLong(size) : -1;
+    Py_XDECREF(size);
+    if (itemsize > 0 && i < sizeof g_dtypes / sizeof *g_dtypes) {
+      g_dtypes[i].dtype = dtype; /* the reference is the table's */
+      g_dtypes[i].size = itemsize;
+      return PyLong_FromLong(itemsize);
+    }
+    Py_DECREF(dtype);
+  }
+  PyErr_Clear();
+  return PyObject_CallMethodObjArgs(obj, s_element_size, NULL);
+}
 
 /* One block's tensors, as the library takes them: at most TMAGUARD_MAX_DECLARED per call (the library refuses more
  * than a thread may hold, and says so); the names' UTF-8 bytes are kept alive until the call returns. */
@@ -105,7 +172,7 @@ static int read_tensor(Block* b, PyObject* name, PyObject* obj, int lenient) {
   if (data) {
     shape = PyObject_GetAttr(obj, s_shape);
     if (shape) strides = PyObject_CallMethodObjArgs(obj, s_stride, NULL);
-    if (strides) size = PyObject_CallMethodObjArgs(obj, s_element_size, NULL);
+    if (strides) size = element_size_of(obj);
   } else if (PyErr_ExceptionMatches(PyExc_AttributeError)) { /* no data_ptr(): an array interface, DLPack */
     PyErr_Clear();
     tuple = PyObject_CallFunctionObjArgs(g_fallback, obj, NULL);
@@ -140,6 +207,7 @@ static int read_tensor(Block* b, PyObject* name, PyObject* obj, int lenient) {
         b->t[i].element_size = element_size > 0 && element_size <= INT_MAX ? (int)element_size : 0; /* 0: refused */
         ++b->n;
         result = 1;
+        if (!tuple) learn_type(obj, element_size);
       }
     }
   }
@@ -154,7 +222,8 @@ static int add(Block* b, PyObject* name, PyObject* obj, int lenient) {
   /* a call's other arguments (None, numbers, strings, flags) are no tensors: skipped without a failed lookup, whose
    * exception costs more than the rest of a tensor's reading */
   if (lenient && (obj == Py_None || PyLong_Check(obj) || PyFloat_Check(obj) || PyUnicode_Check(obj) ||
-                  PyTuple_Check(obj) || PyList_Check(obj) || PyDict_Check(obj) || !PyObject_HasAttr(obj, s_data_ptr)))
+                  PyTuple_Check(obj) || PyList_Check(obj) || PyDict_Check(obj) ||
+                  (!tensor_type(obj) && !PyObject_HasAttr(obj, s_data_ptr))))
     return 0;
   if (b->n == TMAGUARD_MAX_DECLARED) block_flush(b);
   if (read_tensor(b, name, obj, lenient) >= 0) return 0;
@@ -299,6 +368,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
   s_shape = PyUnicode_InternFromString("shape");
   s_stride = PyUnicode_InternFromString("stride");
   s_element_size = PyUnicode_InternFromString("element_size");
-  if (!s_data_ptr || !s_shape || !s_stride || !s_element_size) return NULL;
+  s_dtype = PyUnicode_InternFromString("dtype");
+  s_itemsize = PyUnicode_InternFromString("itemsize");
+  if (!s_data_ptr || !s_shape || !s_stride || !s_element_size || !s_dtype || !s_itemsize) return NULL;
   return PyModule_Create(&module);
 }

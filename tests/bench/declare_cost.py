@@ -62,6 +62,12 @@ def _flash_attn_bwd(q, k, v, out, dout, lse, softmax_scale=None, causal=False, s
     return dq, dk, dv
 
 
+def passing(fn):
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
 def timed(fn, n, runs):
     """Per-call microseconds of each of `runs` runs of `n` calls of fn."""
     out = []
@@ -94,9 +100,19 @@ def child(kind, blocks, runs, torch_tensors):
         def loop(n):
             for _ in range(n):
                 q.data_ptr(), q.shape, q.stride(), q.element_size()
+    elif kind.startswith("read_"):  # one of them alone
+        read = {"read_data_ptr": lambda: q.data_ptr(), "read_shape": lambda: q.shape, "read_stride": lambda: q.stride(),
+                "read_element_size": lambda: q.element_size(), "read_dtype": lambda: q.dtype,
+                "read_nothing": lambda: None}[kind]
+
+        def loop(n):
+            for _ in range(n):
+                read()
     elif kind.startswith("fwd") or kind.startswith("bwd"):
         fwd, bwd = _flash_attn_fwd, _flash_attn_bwd
-        if "plain" not in kind:
+        if kind.endswith("_wrapper"):  # a wrapper that declares nothing: what any *args, **kwargs wrapper costs
+            fwd, bwd = passing(fwd), passing(bwd)
+        elif "plain" not in kind:
             fwd, bwd = tt.declaring(fwd), tt.declaring(bwd)
         dv = t[8]
         if kind.startswith("fwd"):
@@ -167,12 +183,19 @@ def main(argv):
     fwd_c = fig("FA4 forward signature, watched, ctypes", "fwd_ctypes", True)
     plain_b = fig("FA4 backward signature, unwrapped", "bwd_plain", True)
     bwd = fig("FA4 backward signature, watched (9 tensors)", "bwd", True)
+    wrap_b = fig("FA4 backward signature, a wrapper declaring nothing", "bwd_wrapper", True)
     fig("one tensor's data_ptr(), shape, stride(), element_size() from Python", "reads", False)
+    if torch_tensors:  # each read alone, and a tensor's dtype (the extension reads its itemsize there)
+        nothing = fig("  a loop calling a lambda that reads nothing", "read_nothing", False)
+        for read in ("data_ptr", "shape", "stride", "element_size", "dtype"):
+            best, median = measure("read_" + read, False, lib, fake, blocks, runs, torch_tensors)
+            print(f"  {'  ' + read + ', less the empty lambda':<54} {best - nothing:8.3f} {median - nothing:8.3f}")
     print("declare_cost: what tmaguard adds (best runs)")
     print(f"  a declared block of 4 tensors                 {fast4 - bare4:7.3f} us   (ctypes: {slow4 - bare4:.3f})")
     print(f"  each further tensor                           {((fast8 - bare8) - (fast4 - bare4)) / 4:7.3f} us")
     print(f"  a watched FA4 forward call                    {fwd - plain_f:7.3f} us   (ctypes: {fwd_c - plain_f:.3f})")
-    print(f"  a watched FA4 backward call                   {bwd - plain_b:7.3f} us")
+    print(f"  a watched FA4 backward call                   {bwd - plain_b:7.3f} us   (a wrapper alone: "
+          f"{wrap_b - plain_b:.3f})")
 
 
 if __name__ == "__main__":

@@ -376,6 +376,29 @@ class Backends(unittest.TestCase):
                 self.assertEqual(rec.ends, [2, 0])
                 self.assertEqual(rec.depth, 0)
 
+    def test_a_tensor_types_dtype_gives_each_tensor_the_element_size_its_method_gives(self):
+        class DType:  # as torch.dtype: one object per type of element, its size as itemsize
+            def __init__(self, itemsize):
+                self.itemsize = itemsize
+
+        half, single = DType(2), DType(4)
+
+        class Typed(Tensor):
+            def __init__(self, data, dtype):
+                super().__init__(data, size=dtype.itemsize)
+                self.dtype = dtype
+
+        class Disagreeing(Tensor):  # a dtype whose itemsize is not element_size(): the method's answer counts
+            dtype = DType(8)
+
+        tensors = (Typed(64, half), Typed(128, single), Typed(192, half), Disagreeing(256), Disagreeing(320))
+        for rec, backend in self.each_backend():
+            with backend:
+                for t in tensors:
+                    with tmaguard.declared(t=t):
+                        pass
+                self.assertEqual([got[4] for got in rec.declared()], [2, 4, 2, 2, 2])
+
     def test_an_object_that_is_no_tensor_raises_and_leaves_nothing_declared(self):
         for rec, backend in self.each_backend():
             with backend:
