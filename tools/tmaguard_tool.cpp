@@ -129,7 +129,7 @@ int find_maps(const std::string& file, const std::string& address_text, bool jso
 int mode_in_environment() {
   const tmaguard::ConfigResult r = tmaguard::parse_config([](const char* n) { return std::getenv(n); });
   for (const std::string& e : r.errors)
-    if (e.rfind("TMAGUARD_MODE=", 0) == 0) {
+    if (e.rfind(std::string(tmaguard::kVariable.mode) + "=", 0) == 0) {
       std::cerr << "tmaguard: " << e << "\n";
       return 78;
     }

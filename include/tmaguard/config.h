@@ -60,6 +60,17 @@ struct FlagInfo {
   std::string fallback() const { return default_value.empty() ? unset : default_value; }
 };
 const std::vector<FlagInfo>& flags();
+//! Each variable's name by its Config member (kVariable.config_file is "TMAGUARD_CONFIG"): code that names a
+//! variable takes the name from here, so that flags.inc stays the one table of them.
+struct VariableNames {
+#define TG_FLAG(name, member, type, value, unset, help) const char* member = #name;
+#include "tmaguard/flags.inc"
+#undef TG_FLAG
+};
+inline constexpr VariableNames kVariable{};
+//! The tmaguard command's own variables (scripts/tmaguard), which a job it starts inherits: no setting of the
+//! library, and no misspelling of one (TMAGUARD_LIB is two edits from TMAGUARD_LOG).
+inline constexpr const char* kCommandVariables[] = {"TMAGUARD_LIB", "TMAGUARD_TOOL", "TMAGUARD_BIN"};
 //! The reference table of the variables (docs/reference.md), in Markdown.
 std::string flags_markdown_table();
 //! The same, as plain text for a terminal (`tmaguard --help`).

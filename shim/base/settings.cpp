@@ -42,7 +42,7 @@ const ConfigResult& settings() {
       names.emplace_back(static_cast<const char*>(*e), eq);
   // The config file first (its settings are taken where the environment has none): the one TMAGUARD_CONFIG names
   // (it must exist), else the default one when there is one. In a secure-execution process only the default (root's).
-  const char* named = secure ? nullptr : std::getenv("TMAGUARD_CONFIG");
+  const char* named = secure ? nullptr : std::getenv(kVariable.config_file);
   const bool given = named && *named;
   ConfigFile file = load_config_file(given ? from_load_directory(named) : kDefaultConfigFile, given);
   const bool have_file = given || !file.values.empty() || !file.errors.empty();

@@ -316,9 +316,6 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::vector<std::string> misspelled_variables(const std::vector<std::string>& names) {
-  // The tmaguard command's own variables (scripts/tmaguard), which a job it starts inherits: not the library's, and
-  // not misspellings (TMAGUARD_LIB is two edits from TMAGUARD_LOG).
-  static const char* const kCommandVariables[] = {"TMAGUARD_LIB", "TMAGUARD_TOOL", "TMAGUARD_BIN"};
   std::vector<std::string> out;
   for (const std::string& n : names) {
     std::string upper = n;
@@ -539,7 +536,7 @@ ConfigFile load_config_file(const std::string& path, bool must_exist) {
       std::string name = "TMAGUARD_";
       for (const char c : key.str()) name += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
       const bool known = std::any_of(rows().begin(), rows().end(), [&](const FlagRow& r) {
-        return name == r.info.name && name != "TMAGUARD_CONFIG";
+        return name == r.info.name && name != kVariable.config_file;
       });
       if (!known) {
         f.errors.push_back(fmt::format("{}:{}: unknown setting '{}' (the settings are the TMAGUARD_ variables' names "
@@ -547,7 +544,7 @@ ConfigFile load_config_file(const std::string& path, bool must_exist) {
                                        path, node.source().begin.line, key.str()));
         continue;
       }
-      const auto v = file_value(node, name == "TMAGUARD_RULES" ? ':' : ',');
+      const auto v = file_value(node, name == kVariable.rules_files ? ':' : ',');
       if (!v)
         f.errors.push_back(fmt::format("{}:{}: '{}' must be a string, a number, true/false or an array of strings",
                                        path, node.source().begin.line, key.str()));

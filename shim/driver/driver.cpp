@@ -94,8 +94,8 @@ void* libcuda_handle(bool load) {
                                : S_ISDIR(st.st_mode) ? "names a directory, not a driver library"
                                : !S_ISREG(st.st_mode) ? "names something that is not a library file"
                                                       : "names another file than the CUDA driver the job loaded";
-      say_second_copy(std::string("TMAGUARD_LIBCUDA='") + named + "' " + what + "; the job uses '" + object_path(job) +
-                      "' (loaded as libcuda.so.1), and tmaguard guards that one");
+      say_second_copy(std::string(kVariable.libcuda) + "='" + named + "' " + what + "; the job uses '" +
+                      object_path(job) + "' (loaded as libcuda.so.1), and tmaguard guards that one");
     } else {
       if (job) dlclose(job);  // the same object as `mine`: one reference is enough
       h = mine;

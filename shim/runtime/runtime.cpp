@@ -117,8 +117,9 @@ bool init() {
   for (const std::string& n : rules_notices()) report_notice(Notice::kRulesReplaced, n, n);
   for (const Suppression& s : cfg.suppress)  // a suppression of an id nothing reports is a typo that hides nothing
     if (!known_finding_id(*rules, s.rule))
-      stop_before_first_launch("TMAGUARD_SUPPRESS names '" + s.rule + "', which no rule in force reports",
-                               "fix the id (tmaguard-tool findings lists the built-in ones)");
+      stop_before_first_launch(
+          std::string(kVariable.suppress) + " names '" + s.rule + "', which no rule in force reports",
+          "fix the id (tmaguard-tool findings lists the built-in ones)");
   fleet_arm(cfg);
   g_rules = new std::shared_ptr<const RuleSet>(std::move(rules));
   g_config = new Config(cfg);
