@@ -75,7 +75,7 @@ void fork_parent() { g_mu.unlock(); }
 void fork_child() {
   // The child starts its own account: its summary covers what it did after fork. Only the forking thread lives on.
   g_exited = Counts{};
-  zero(t_launch_tls.thread);
+  zero(this_thread_words());
   for (auto& a : g_audit) a.store(0, std::memory_order_relaxed);
   for (auto& a : g_audit_skipped) a.store(0, std::memory_order_relaxed);
   for (auto& a : g_unchecked) a.store(0, std::memory_order_relaxed);
@@ -85,7 +85,7 @@ void fork_child() {
   g_site_ns.store(0, std::memory_order_relaxed);
   if (g_threads) {
     g_threads->clear();
-    if (t_launch_tls.thread.registered) g_threads->push_back(&t_launch_tls.thread);
+    if (this_thread_words().registered) g_threads->push_back(&this_thread_words());
   }
   g_mu.unlock();
 }
@@ -157,12 +157,12 @@ bool counters_init() {
 }
 
 void register_thread() {
-  if (t_launch_tls.thread.registered) return;
+  if (this_thread_words().registered) return;
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_threads) return;
-  g_threads->push_back(&t_launch_tls.thread);
-  t_launch_tls.thread.registered = 1;
-  pthread_setspecific(g_key, &t_launch_tls.thread);
+  g_threads->push_back(&this_thread_words());
+  this_thread_words().registered = 1;
+  pthread_setspecific(g_key, &this_thread_words());
 }
 
 namespace {

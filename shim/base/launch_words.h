@@ -4,7 +4,7 @@
 // on a GPU host is mostly how many distinct lines it misses on, not how many instructions it runs. A launch of a
 // known kernel touches: one global line (state, the memo's gate, the six real launch pointers), this thread's
 // LaunchThread line (kernel epoch, re-entry depth, counters) and its clean-launch memo entry (launch/memo.h), the
-// last two in one thread-local object (LaunchTls), whose offset from the thread pointer is one GOT entry's line.
+// last two in one thread-local object (t_launch_tls), whose offset from the thread pointer is one GOT entry's line.
 #pragma once
 
 #include <atomic>
@@ -64,16 +64,16 @@ struct alignas(64) LaunchThread {
   bool wide_compare;  // the memo compares maps 32 bytes at a time (arch/cpu.h); set with the thread's entries
 };
 
-//! Bytes of the clean-launch memo's per-thread state (launch/memo.h: MemoThread), kept beside LaunchThread.
-inline constexpr std::size_t kMemoThreadBytes = 3136;
-//! Everything a launch reads of its thread, as one thread-local object: a launch's look finds it through one GOT
-//! entry (its offset from the thread pointer), where two objects took two entries on two lines.
-struct alignas(64) LaunchTls {
-  LaunchThread thread;
-  alignas(64) unsigned char memo[kMemoThreadBytes];  // the memo's (launch/memo.h: this_memo())
-};
-// initial-exec: the library is preloaded, so its TLS is static and a hook pays no __tls_get_addr call.
-extern thread_local LaunchTls t_launch_tls __attribute__((tls_model("initial-exec")));
+//! The launch path's one thread-local object: this thread's LaunchThread, then its clean-launch memo (launch/memo.h:
+//! LaunchTls), so that a launch's look finds both through one GOT entry (its offset from the thread pointer), where
+//! two objects took two entries on two lines. Defined by the launch room, which alone knows the memo's size; the
+//! rooms below it see its first bytes, this thread's words. initial-exec: the library is preloaded, so its TLS is
+//! static and a hook pays no __tls_get_addr call.
+extern thread_local unsigned char t_launch_tls[] __attribute__((tls_model("initial-exec")));
+//! This thread's words: the first bytes of its thread-local object.
+__attribute__((always_inline)) inline LaunchThread& this_thread_words() {
+  return *reinterpret_cast<LaunchThread*>(t_launch_tls);
+}
 
 //! Whether the memo may pass this thread's launch: tmaguard armed and not inspecting, this thread's entries made in
 //! the current kernel epoch, and the thread not inside one of tmaguard's own calls. One load of each side and one
@@ -81,7 +81,7 @@ extern thread_local LaunchTls t_launch_tls __attribute__((tls_model("initial-exe
 //! and never equals a closed gate (0).
 __attribute__((always_inline)) inline bool memo_gate_open() {
   uint64_t word;
-  __builtin_memcpy(&word, reinterpret_cast<const char*>(&t_launch_tls.thread), sizeof word);
+  __builtin_memcpy(&word, t_launch_tls, sizeof word);
   return word + 1 == g_launch_globals.memo_gate.load(std::memory_order_acquire);
 }
 

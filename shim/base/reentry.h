@@ -16,10 +16,10 @@ namespace tmaguard {
 // The depth is written by its own thread alone, and read by the thread that frees forgotten kernel facts
 // (counters.h: oldest_thread_epoch): relaxed atomic loads and stores, plain moves on every CPU tmaguard runs on.
 __attribute__((always_inline)) inline int depth_now() {
-  return __atomic_load_n(&t_launch_tls.thread.reentry_depth, __ATOMIC_RELAXED);
+  return __atomic_load_n(&this_thread_words().reentry_depth, __ATOMIC_RELAXED);
 }
 __attribute__((always_inline)) inline void set_depth(int d) {
-  __atomic_store_n(&t_launch_tls.thread.reentry_depth, d, __ATOMIC_RELAXED);
+  __atomic_store_n(&this_thread_words().reentry_depth, d, __ATOMIC_RELAXED);
 }
 
 //! Whether this thread is inside tmaguard (a wrapper, a memo step, or a thread of tmaguard's own).

@@ -1,4 +1,5 @@
-// tmaguard shim: the lock-free kernel-info table (forgetting what an unload frees) and the clean-launch cache.
+// tmaguard shim: the lock-free kernel-info table: each kernel's facts, found by its launch handle, and forgetting what
+// an unload frees (the memo, launch/memo.h, keeps what is known clean).
 #include "launch/kernel_table.h"
 
 #include <algorithm>

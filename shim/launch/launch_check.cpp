@@ -300,7 +300,7 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   // FA4 backward kernels of milliseconds; judging their maps again costs microseconds.)
   // Nor are launches a rule knew but could not judge (launch_unchecked): each one is counted, and said once.
   const bool judged = j.not_checkable.empty() && !launch_unchecked(findings);
-  if (judged) bump(t_launch_tls.thread.launches_checked);
+  if (judged) bump(this_thread_words().launches_checked);
   if (!has_errors(findings) && judged) remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
   if (findings.empty()) {
     if (layout && j.not_checkable.empty()) learn_layout_if_memory(c, maps, slots, layout);
@@ -322,7 +322,7 @@ void judge_declared(std::string_view kernel, const std::vector<int>& which, cons
 }
 
 Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
-  LaunchThread& t = t_launch_tls.thread;
+  LaunchThread& t = this_thread_words();
   register_thread();
   bump(t.launches_seen);
   const bool inspecting = mode() == Mode::kInspect;
@@ -367,7 +367,7 @@ thread_local const void* t_nested_f __attribute__((tls_model("initial-exec"))) =
 // The launches this thread made inside another tmaguard call, said once the outer call ended (runtime.h): which
 // kernel, how many; once per kernel (the summary counts them all).
 void report_nested() {
-  const uint32_t n = t_launch_tls.thread.nested_unreported;
+  const uint32_t n = this_thread_words().nested_unreported;
   const void* f = t_nested_f;
   if (!n || !f) return;
   try {
@@ -431,7 +431,7 @@ Verdict check_launch(const Intercepted& call, const LaunchView& launch, const Ke
     // here. Counted (one atomic add), said when the outer call ends.
     if (armed_already()) {
       count_unchecked(Unchecked::kNested);
-      ++t_launch_tls.thread.nested_unreported;
+      ++this_thread_words().nested_unreported;
       t_nested_f = launch.f;
       static std::atomic<bool> hooked{false};
       if (!hooked.load(std::memory_order_relaxed) && !hooked.exchange(true)) on_nested_launches(report_nested);

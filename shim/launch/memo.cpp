@@ -12,6 +12,10 @@
 
 namespace tmaguard {
 
+// The launch path's thread-local object (memo.h: LaunchTls), as the bytes the rooms below see (launch_words.h); zero
+// at a thread's start, as its words and memo begin.
+alignas(LaunchTls) thread_local unsigned char t_launch_tls[sizeof(LaunchTls)] __attribute__((tls_model("initial-exec")));
+
 namespace {
 
 // The process's clean launch keys: 64-bit keys in sets of eight, one cache line each, bounded. Set-associative,
@@ -121,9 +125,9 @@ void catch_up_with_kernel_epoch() {
   // thread saw outside tmaguard reads the epoch that freed what its entries held, and drops them unread.
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   const uint32_t epoch = g_launch_globals.kernel_epoch.load(std::memory_order_acquire);
-  if (t_launch_tls.thread.kernel_epoch.load(std::memory_order_relaxed) == epoch) return;
+  if (this_thread_words().kernel_epoch.load(std::memory_order_relaxed) == epoch) return;
   forget_this_threads_entries();
-  t_launch_tls.thread.kernel_epoch.store(epoch, std::memory_order_release);
+  this_thread_words().kernel_epoch.store(epoch, std::memory_order_release);
   kernel_facts_released();  // this thread no longer holds what was forgotten
 }
 
@@ -144,7 +148,7 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
   }
   forget_keys(e);  // another kernel's keys, an earlier KernelInfo's, or keys from before a forget
   e = MemoEntry{};
-  t_launch_tls.thread.wide_compare = cpu::compares_wide();
+  this_thread_words().wide_compare = cpu::compares_wide();
   e.f = f;
   e.info = info;
   e.block = this_memo().blocks ? this_memo().blocks + (&e - this_memo().entries) : nullptr;
@@ -193,7 +197,7 @@ constexpr std::size_t kBlocksBytes = (kMemoEntries * sizeof(CleanBlock) + kBlock
 CleanBlock* block_of(const MemoEntry& e, bool allocate) {
   if (!this_memo().blocks) {
     // Only a registered thread: its exit frees the blocks (counters.h).
-    if (!allocate || !t_launch_tls.thread.registered) return nullptr;
+    if (!allocate || !this_thread_words().registered) return nullptr;
     on_thread_exit(release_thread);
     // Page-aligned: where each entry's copy sits in its page is fixed by the layout, not by what the heap handed out
     // before. A repeat's first loads are the copy's, issued while the driver's last stores of the previous launch
@@ -239,8 +243,8 @@ namespace {
 
 // A counted pass of a launch with maps.
 inline bool counted_pass(const MemoEntry& e) {
-  bump(t_launch_tls.thread.launches_seen);
-  if (e.count) bump(t_launch_tls.thread.launches_checked);
+  bump(this_thread_words().launches_seen);
+  if (e.count) bump(this_thread_words().launches_checked);
   return true;
 }
 

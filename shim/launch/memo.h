@@ -1,6 +1,8 @@
-// tmaguard shim: the clean-launch memo. Everything tmaguard remembers about launches it found clean, so that a repeat
-// costs a byte compare or a hash instead of a check. This room owns the memo's types and all of its state; nothing
-// outside memo.{h,cpp} writes them.
+// tmaguard shim: the clean-launch memo. What tmaguard remembers about launches it found clean, so that a repeat costs
+// a byte compare or a hash instead of a check; nothing outside memo.{h,cpp} writes the state below. Two more tiers
+// of "known clean" live in a kernel's KernelInfo (kernel_table.h): its last clean key (written here) and its compiled
+// moved maps (written by launch_check.cpp). Every tier, what it keys on, what forgets it and its memory:
+// docs/how-it-works.md#what-tmaguard-remembers-as-clean.
 //
 //   per thread, per kernel   a MemoEntry (one cache line, 16 per thread): where the kernel's maps sit in a launch,
 //                            the key of its last clean launch on this thread and where its CleanBlock is; beside it
@@ -22,7 +24,7 @@
 //
 // A real driver spends microseconds between two launches and evicts these lines, so what a repeat costs on a GPU host
 // is mostly how many distinct lines it misses on, and how many of those misses wait for another: the global line and
-// the GOT entry of the thread's object (launch_words.h: LaunchTls), then the thread's first line and its entry's line;
+// the GOT entry of the thread's object (LaunchTls, below), then the thread's first line and its entry's line;
 // a repeat with maps adds the maps and the entry's copy, both found from the entry's line. A repeat without maps
 // runs the thunk and the look (one register saved); a repeat of the entry's copy adds maps_pass_wide (no register
 // saved: it calls nothing but in tail position), which reads the watched places and compares every map in one pass.
@@ -132,11 +134,17 @@ struct alignas(64) MemoThread {
   CleanBlock* blocks;
   std::size_t ring_bytes;  // what this thread's rings hold
 };
-static_assert(sizeof(MemoThread) == kMemoThreadBytes, "LaunchTls keeps a MemoThread beside the thread's words");
-//! This thread's memo: in the launch path's one thread-local object (launch_words.h: LaunchTls), so that a launch's
-//! look reads its entry through the same GOT entry as its gate (accesses stay %fs-relative).
+//! The launch path's thread-local object (launch_words.h: t_launch_tls, defined in memo.cpp): the thread's words,
+//! then its memo, so that a launch's look reads its entry through the same GOT entry as its gate (accesses stay
+//! %fs-relative).
+struct alignas(64) LaunchTls {
+  LaunchThread thread;
+  MemoThread memo;
+};
+static_assert(offsetof(LaunchTls, thread) == 0, "the rooms below the memo read the thread's words at its start");
+//! This thread's memo.
 __attribute__((always_inline)) inline MemoThread& this_memo() {
-  return *reinterpret_cast<MemoThread*>(t_launch_tls.memo);
+  return reinterpret_cast<LaunchTls*>(t_launch_tls)->memo;
 }
 
 // ---- what the full check asks and tells (launch_check.cpp)
@@ -238,7 +246,7 @@ void remember_local(MemoEntry& e, uint64_t key, BytesOf&& bytes) {
       if (!m) return;
       __builtin_memcpy(b->maps + kTensorMapBytes * i, m, kTensorMapBytes);
     }
-    bump(t_launch_tls.thread.clean_copies);
+    bump(this_thread_words().clean_copies);
   }
   e.clean_key = key;
 }
@@ -339,8 +347,8 @@ __attribute__((noinline, cold)) bool pass_by_shared_key(MemoEntry& e, std::size_
     return false;
   if (CleanBlock* b = block_of(e, false)) add_key(*b, key);
   note_clean_again(e, key, n, slot);
-  bump(t_launch_tls.thread.launches_seen);
-  bump(t_launch_tls.thread.launches_checked);
+  bump(this_thread_words().launches_seen);
+  bump(this_thread_words().launches_checked);
   return true;
 }
 
@@ -360,7 +368,7 @@ __attribute__((always_inline)) inline bool copy_equal_as(const uint8_t* copy, st
 // The maps' bytes against `copy` (a clean launch's maps, 128 bytes each), the widest way this CPU compares.
 template <typename MapBytes>
 __attribute__((always_inline)) inline bool same_as_copy(const uint8_t* copy, std::size_t n, const MapBytes& slot) {
-  return t_launch_tls.thread.wide_compare ? copy_equal_as<true>(copy, n, slot) : copy_equal_as<false>(copy, n, slot);
+  return this_thread_words().wide_compare ? copy_equal_as<true>(copy, n, slot) : copy_equal_as<false>(copy, n, slot);
 }
 
 // The maps' bytes against the entry's copy of a clean launch of its kernel.
@@ -467,13 +475,13 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
   MemoEntry& e = slot(v.f);
   if (__builtin_expect(e.f != v.f || !e.info, 0)) return false;
   if (__builtin_expect(e.at == MapsAt::kNowhere, 1)) {
-    bump(t_launch_tls.thread.launches_seen);
+    bump(this_thread_words().launches_seen);
     return true;
   }
   if constexpr (measure::kSkipMapCompare) {  // never in a shipped build (measure_hooks.h)
     if (e.at == MapsAt::kParams || e.at == MapsAt::kPairs) return true;
   }
-  return t_launch_tls.thread.wide_compare ? maps_pass_wide(e, v.kernel_params) : maps_pass_narrow(e, v.kernel_params);
+  return this_thread_words().wide_compare ? maps_pass_wide(e, v.kernel_params) : maps_pass_narrow(e, v.kernel_params);
 }
 
 // A repeated launch whose maps are known clean though fast_pass could not tell: their launch key is the entry's last
@@ -486,7 +494,7 @@ __attribute__((always_inline)) inline bool slow_pass(const LaunchView& v) {
   // It reads the entry's kernel facts: inside tmaguard from here on, and only in the kernel epoch its entries were
   // made in (facts forgotten since then may be freed once this thread was seen outside: kernel_table.h).
   const InsideTmaguard inside;
-  if (t_launch_tls.thread.kernel_epoch.load(std::memory_order_relaxed) !=
+  if (this_thread_words().kernel_epoch.load(std::memory_order_relaxed) !=
       g_launch_globals.kernel_epoch.load(std::memory_order_acquire))
     return false;
   MemoEntry& e = slot(v.f);
@@ -504,13 +512,13 @@ __attribute__((always_inline)) inline bool slow_pass(const LaunchView& v) {
   for (const MapPlace& w : k.watch)    // a watched place that may now hold a map: the full check looks
     if (watched_place_may_hold_map(at(w))) return false;
   if (k.maps.empty()) {  // nothing to hash: the watched places were all there was to look at
-    bump(t_launch_tls.thread.launches_seen);
+    bump(this_thread_words().launches_seen);
     return true;
   }
   auto slot_of = [&k, at](std::size_t i) { return at(k.maps[i]); };
   if (copy_equal(e, k.maps.size(), slot_of) || pass_by_entry_key(e, k.maps.size(), slot_of)) {
-    bump(t_launch_tls.thread.launches_seen);
-    bump(t_launch_tls.thread.launches_checked);
+    bump(this_thread_words().launches_seen);
+    bump(this_thread_words().launches_checked);
     return true;
   }
   return pass_by_shared_key(e, k.maps.size(), slot_of);

@@ -134,8 +134,6 @@ bool init() {
 
 }  // namespace
 
-thread_local LaunchTls t_launch_tls __attribute__((tls_model("initial-exec")));
-
 namespace detail {
 
 // The thread running init(): a wrapper it reaches (tmaguard's own driver calls never do, but a driver callback
@@ -196,7 +194,7 @@ std::atomic<void (*)()> g_nested_report{nullptr};
 
 void nested_launches_unreported() {
   if (auto report = g_nested_report.load(std::memory_order_acquire)) report();
-  t_launch_tls.thread.nested_unreported = 0;  // (launches counted while it was said are in the summary's count)
+  this_thread_words().nested_unreported = 0;  // (launches counted while it was said are in the summary's count)
 }
 
 }  // namespace detail

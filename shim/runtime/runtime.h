@@ -32,7 +32,7 @@ class HookScope {
   ~HookScope() {
     // Said while this call still counts as one (a signal handler that launches meanwhile is counted too, never checked
     // inside the locks the saying takes).
-    if (InsideTmaguard::outermost() && __builtin_expect(t_launch_tls.thread.nested_unreported != 0, 0))
+    if (InsideTmaguard::outermost() && __builtin_expect(this_thread_words().nested_unreported != 0, 0))
       detail::nested_launches_unreported();
   }
   HookScope(const HookScope&) = delete;

@@ -103,7 +103,7 @@ void expect_every_watched_place_seen(const char* name, std::size_t bytes, bool m
   ASSERT_EQ(e.at, MapsAt::kPairs);
   ASSERT_EQ(e.count, map ? 1u : 0u);
   ASSERT_EQ(e.watch_count, watched);
-  t_launch_tls.thread.wide_compare = wide;  // the repeats' pass for this CPU, or the other one
+  this_thread_words().wide_compare = wide;  // the repeats' pass for this CPU, or the other one
   if (map) {
     register_thread();  // as the full check does: a registered thread keeps copies of clean launches
     const auto slot = [&](std::size_t) { return static_cast<const uint8_t*>(params + 128); };
@@ -166,7 +166,7 @@ void expect_every_map_byte_compared(const char* name, bool in_struct, bool wide)
   MemoEntry& e = entry_without_audit(f, args);
   ASSERT_EQ(e.at, in_struct ? MapsAt::kPairs : MapsAt::kParams);
   ASSERT_EQ(e.count, kMaps);
-  t_launch_tls.thread.wide_compare = wide;
+  this_thread_words().wide_compare = wide;
   register_thread();  // as the full check does: a registered thread keeps copies of clean launches
   const auto slot = [&](std::size_t i) { return static_cast<const uint8_t*>(map[i]); };
   uint64_t key = 0;
