@@ -3,6 +3,7 @@
 #  - every "README.md#anchor" or "docs/NAME.md#anchor" in the sources (shim/, include/, tools/, scripts/, tests/,
 #    python/, rules/, CMakeLists.txt) names a file that exists and a heading of it (GitHub's anchor of the heading)
 #  - no source comment points to a section by a vague name ("the README's ...", "README section") instead
+#  - no line of README.md or docs/ is over 300 characters outside code blocks (but a table's header row)
 # Usage: scripts/check_doc_links.sh [SOURCE_ROOT]
 set -u
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -32,4 +33,18 @@ vague=$(grep -rnE "README's|README section|the README \"" shim include tools 2>/
 if [ -z "$vague" ]; then echo "[PASS] no comment of shim/, include/ or tools/ names a README section by a vague name"
 else echo "[FAIL] comments that name a section without its file and anchor:"; echo "$vague" | sed 's/^/    /'
      echo "    fix: write FILE.md#anchor (this check then keeps it alive)"; fail=1; fi
+# Prose a reader can follow: no line of the README or docs/ over 300 characters outside code blocks (a table's header
+# row of many columns, one fact each, is the one exception; docs/gpu-runs/ holds raw output, not prose).
+long=$(for f in README.md docs/*.md; do
+         awk -v F="$f" '{ line[NR] = $0 } END {
+                          code = 0
+                          for (i = 1; i <= NR; i++) {
+                            if (line[i] ~ /^```/) { code = !code; continue }
+                            header = line[i] ~ /^\|/ && line[i + 1] ~ /^\| *-+ *\|/
+                            if (!code && length(line[i]) > 300 && !header) print "    " F ":" i ": " length(line[i]) " characters"
+                          } }' "$f"
+       done)
+if [ -z "$long" ]; then echo "[PASS] no line of README.md or docs/ is over 300 characters outside code blocks"
+else echo "[FAIL] lines over 300 characters (wrap prose; a table cell holds one fact, a list holds more):"; echo "$long"
+     fail=1; fi
 exit $fail
