@@ -28,10 +28,10 @@ if ! "$build/tests/core_tests" --gtest_list_tests >/dev/null 2>&1; then
 fi
 
 X86_ONLY="CallSite.*:Tensors.APythonJobDeclaresWithTheHelperAndItsShapeBuiltMapIsStopped"
-X86_ONLY+=":Tensors.WithoutTmaguardTheHelperIsANoOp:Round5.PythonLoadedAfterTheFirstFindingIsRead"
+X86_ONLY+=":Tensors.WithoutTmaguardTheHelperIsANoOp:CallSite.PythonLoadedAfterTheFirstFindingIsRead"
 X86_ONLY+=":Hygiene.ProcessThatNeverTouchesCudaSeesNothing:Hygiene.TmaguardsThreadsStartWithTheirWorkNotAtLoad"
-X86_ONLY+=":FrontDoor.OptionsTakeTheirValueAfterAnEqualsSign:Round5.RelativePathsSurviveAChdirBeforeTheFirstCudaCall"
-X86_ONLY+=":Round5.OddModeValuesMeanTheSameToTheCommandAndTheLibrary"
+X86_ONLY+=":FrontDoor.OptionsTakeTheirValueAfterAnEqualsSign:Settings.RelativePathsSurviveAChdirBeforeTheFirstCudaCall"
+X86_ONLY+=":Settings.OddModeValuesMeanTheSameToTheCommandAndTheLibrary"
 X86_ONLY+=":Fleet.ErrorExitcodeTurnsARecordedErrorIntoTheCommandsStatus"
 X86_ONLY+=":Fleet.EveryGuardedProcessWritesOneStartRecordAlsoWithoutCuda"
 X86_ONLY+=":Signals.ErrorExitcodeStartsTheJobWithTheCommandsDispositions:FrontDoor.CheckPreloadNamesTheLibrarysCpu"

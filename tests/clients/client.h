@@ -98,7 +98,7 @@ const std::vector<Scenario>& struct_scenarios();
 const std::vector<Scenario>& fail_closed_scenarios();
 const std::vector<Scenario>& device_scenarios();
 const std::vector<Scenario>& evidence_scenarios();
-const std::vector<Scenario>& round5_scenarios();
+const std::vector<Scenario>& loophole_scenarios();
 const std::vector<Scenario>& fleet_scenarios();
 const std::vector<Scenario>& tensor_scenarios();
 const std::vector<Scenario>& robustness_scenarios();

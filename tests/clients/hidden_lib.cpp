@@ -1,6 +1,6 @@
 // A library whose caller function is named only by its file's static symbol table (.symtab): built twice, a long
 // build (TG_HIDDEN_BIG: a large table of data pushes .symtab far into the file) and a short one, for the test of a
-// library replaced under its call sites (scenarios_round5.cpp: replaced_library).
+// library replaced under its call sites (scenarios_loopholes.cpp: replaced_library).
 #include <cstddef>
 
 #ifdef TG_HIDDEN_BIG

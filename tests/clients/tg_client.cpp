@@ -81,7 +81,7 @@ static int tg_client_main(int argc, char** argv) {
   const Scenario* sc = nullptr;
   for (const auto* table : {&core_scenarios(), &hardening_scenarios(), &fa4_scenarios(), &fa4_forward_scenarios(), &blackwell_scenarios(), &struct_scenarios(),
                             &fail_closed_scenarios(), &device_scenarios(), &evidence_scenarios(),
-                            &round5_scenarios(), &fleet_scenarios(), &tensor_scenarios(), &robustness_scenarios()})
+                            &loophole_scenarios(), &fleet_scenarios(), &tensor_scenarios(), &robustness_scenarios()})
     for (const Scenario& s : *table)
       if (argv[3] == std::string(s.name)) sc = &s;
   if (!sc) die("unknown scenario");

@@ -1,5 +1,7 @@
-// Real processes with libtmaguard.so preloaded: the fifth attack round. Each test names the defect it pins; each
-// failed on the tree before its fix.
+// Real processes with libtmaguard.so preloaded: loopholes, ways a bad launch could pass or a setting or record be
+// mis-read (clean keys outliving their kernel or forged, dK and dV sharing bytes, kernel names one digit off, settings
+// and paths that change before the first CUDA call, call sites under a replaced library). Each test names the
+// defect it pins; each failed on the tree before its fix.
 #include <gtest/gtest.h>
 #include <glob.h>
 #include <sys/stat.h>
@@ -35,7 +37,7 @@ std::vector<json> with_rule(const ClientRun& r, const std::string& rule) {
 }
 
 // ---- 1. clean keys of an unloaded module's kernel never answer for a kernel loaded after it
-TEST(Round5, CleanKeysOfAnUnloadedKernelNeverPassAnotherKernel) {
+TEST(CleanKeys, OfAnUnloadedKernelNeverPassAnotherKernel) {
   const ClientRun r = run_client({"getproc", "launch", "unload_clean_keys"}, {{"TMAGUARD_MODE", "reject"}});
   ASSERT_NE(r.p.out.find("UNLOAD_KEYS rounds=300"), std::string::npos) << describe(r);
   EXPECT_NE(r.p.out.find("fa4_ran=0"), std::string::npos) << "a transposed dK ran as a freed kernel's clean launch\n"
@@ -45,7 +47,7 @@ TEST(Round5, CleanKeysOfAnUnloadedKernelNeverPassAnotherKernel) {
 }
 
 // ---- 8. a launch key crafted to collide with a clean one (ignored words set to force the hash) is judged
-TEST(Round5, ForgedLaunchKeysAreJudgedNotPassed) {
+TEST(CleanKeys, ForgedLaunchKeysAreJudgedNotPassed) {
   for (const char* scenario : {"forged_old_key", "forged_fixed_key"}) {
     const ClientRun r = run_client({"getproc", "launch", scenario}, {{"TMAGUARD_MODE", "reject"}});
     ASSERT_NE(r.p.out.find("FORGED ran="), std::string::npos) << scenario << "\n" << describe(r);
@@ -56,7 +58,7 @@ TEST(Round5, ForgedLaunchKeysAreJudgedNotPassed) {
 }
 
 // ---- 5. outputs of one launch that share bytes are an error; a packed buffer that interleaves them is not
-TEST(Round5, DkAndDvSharingBytesAreAnError) {
+TEST(Fa4Outputs, DkAndDvSharingBytesAreAnError) {
   for (const char* form : {"", "--cute"}) {
     for (const char* scenario : {"dkdv_same_buffer", "dkdv_overlapping"}) {
       std::vector<std::string> args = {"getproc", "launch", scenario};
@@ -78,7 +80,7 @@ TEST(Round5, DkAndDvSharingBytesAreAnError) {
 }
 
 // ---- 6. a transposed dK is an error whatever else differs from K (padded sequence, batch folded into heads)
-TEST(Round5, TransposedDkOfAnotherShapeIsAnError) {
+TEST(Fa4Outputs, TransposedDkOfAnotherShapeIsAnError) {
   for (const char* scenario : {"dk_transposed_padded", "dk_transposed_folded"}) {
     const ClientRun r = run_client({"getproc", "launch", scenario}, {{"TMAGUARD_MODE", "reject"}});
     EXPECT_EQ(r.ran, 0) << scenario << "\n" << describe(r);
@@ -94,7 +96,7 @@ TEST(Round5, TransposedDkOfAnotherShapeIsAnError) {
 }
 
 // ---- 4. descriptor 2 replaced by the job's own file within its first second: tmaguard writes nothing into it
-TEST(Round5, StderrReplacedBeforeTheFirstCudaCallIsNeverWritten) {
+TEST(Settings, StderrReplacedBeforeTheFirstCudaCallIsNeverWritten) {
   const std::string dir = temp_dir("stderr");
   const std::string data = dir + "/data.txt";
   const ClientRun r = run_client({"getproc", "launch", "fa4_dk_bad"},
@@ -108,7 +110,7 @@ TEST(Round5, StderrReplacedBeforeTheFirstCudaCallIsNeverWritten) {
 }
 
 // ---- 3. relative --rules/--log and TMAGUARD_RULES/TMAGUARD_LOG name files where the job started, not after chdir
-TEST(Round5, RelativePathsSurviveAChdirBeforeTheFirstCudaCall) {
+TEST(Settings, RelativePathsSurviveAChdirBeforeTheFirstCudaCall) {
   const std::string dir = temp_dir("chdir"), elsewhere = temp_dir("chdir_to");
   std::ofstream(dir + "/team.toml") << "[[rule]]\nid = \"team-rule\"\nkernel = \"no_such_team_kernel\"\n"
                                        "expect_map_count = [1]\n";
@@ -138,7 +140,7 @@ TEST(Round5, RelativePathsSurviveAChdirBeforeTheFirstCudaCall) {
 }
 
 // ---- 2. a library replaced in place or by rename under its call sites: no fault, no name from another file
-TEST(Round5, ALibraryReplacedUnderItsCallSitesNeverFaultsOrIsMisnamed) {
+TEST(CallSite, ALibraryReplacedUnderItsCallSitesNeverFaultsOrIsMisnamed) {
   const std::string dir = temp_dir("replaced");
   const ClientRun r = run_client({"getproc", "launch", "replaced_library"},
                                  {{"TMAGUARD_MODE", "log"}, {"TG_HIDDEN_BIG", TG_HIDDEN_BIG},
@@ -155,7 +157,7 @@ TEST(Round5, ALibraryReplacedUnderItsCallSitesNeverFaultsOrIsMisnamed) {
 }
 
 // ---- 10. Python loaded after the first finding (a C++ host that embeds it later): later findings name its frames
-TEST(Round5, PythonLoadedAfterTheFirstFindingIsRead) {
+TEST(CallSite, PythonLoadedAfterTheFirstFindingIsRead) {
   glob_t g{};
   ASSERT_EQ(glob("/usr/lib/x86_64-linux-gnu/libpython3.*.so.1.0", 0, nullptr, &g), 0)
       << "no shared libpython (scripts/install-deps.sh installs libpython3-dev)";
@@ -172,7 +174,7 @@ TEST(Round5, PythonLoadedAfterTheFirstFindingIsRead) {
 }
 
 // ---- 12. a class one digit off a known one is not judged by that one's rules
-TEST(Round5, AKernelClassOneDigitOffIsNotJudgedAsTheKnownOne) {
+TEST(Fa4Outputs, AKernelClassOneDigitOffIsNotJudgedAsTheKnownOne) {
   const ClientRun r = run_client({"getproc", "launch", "sm900_kernel"}, {{"TMAGUARD_MODE", "reject"}});
   EXPECT_EQ(r.ran, 1) << describe(r);
   EXPECT_EQ(with_rule(r, "fa4-unknown-backward-kernel").size(), 1u) << describe(r);
@@ -182,7 +184,7 @@ TEST(Round5, AKernelClassOneDigitOffIsNotJudgedAsTheKnownOne) {
 }
 
 // ---- 9. odd TMAGUARD_MODE values mean to the command what they mean to the library (one parser, one table)
-TEST(Round5, OddModeValuesMeanTheSameToTheCommandAndTheLibrary) {
+TEST(Settings, OddModeValuesMeanTheSameToTheCommandAndTheLibrary) {
   const std::string wrapper = std::string(TG_SOURCE_DIR) + "/scripts/tmaguard";
   const std::vector<ModeValue> table = read_mode_values(std::string(TG_SOURCE_DIR) + "/tests/data/mode_values.txt");
   ASSERT_GE(table.size(), 10u);
@@ -209,7 +211,7 @@ TEST(Round5, OddModeValuesMeanTheSameToTheCommandAndTheLibrary) {
 }
 
 // ---- 7. a user rule with a built-in rule's id: refused unless it says so, and said when it does
-TEST(Round5, ReplacingABuiltInRuleMustBeExplicitAndIsSaid) {
+TEST(Rules, ReplacingABuiltInRuleMustBeExplicitAndIsSaid) {
   const std::string rule = "[[rule]]\nid = \"fa4-1cta-dkdv\"\nkernel = \"team_kernel\"\nmap_count = 1\n"
                            "[rule.maps]\nA = 0\n[[rule.check]]\nkind = \"rank\"\nmap = \"A\"\nequals = 2\n";
   const std::string silent = write_file("r5_silent.toml", rule);
@@ -234,7 +236,7 @@ TEST(Round5, ReplacingABuiltInRuleMustBeExplicitAndIsSaid) {
 }
 
 // ---- 12. the small ones: inspect takes no --mode; misspelled names are said; /dev/stdout is followed
-TEST(Round5, InspectRefusesAModeAndMisspelledNamesAreSaid) {
+TEST(Settings, InspectRefusesAModeAndMisspelledNamesAreSaid) {
   const std::string wrapper = std::string(TG_SOURCE_DIR) + "/scripts/tmaguard";
   const ProcessResult p = run_process({wrapper, "inspect", "--mode", "abort", "--", "true"},
                                       {{"TMAGUARD_LIB", TG_LIB}, {"TMAGUARD_TOOL", TG_TOOL}});
@@ -249,7 +251,7 @@ TEST(Round5, InspectRefusesAModeAndMisspelledNamesAreSaid) {
   }
 }
 
-TEST(Round5, LogToDevStdoutGoesToStdout) {
+TEST(Settings, LogToDevStdoutGoesToStdout) {
   const ClientRun r = run_client({"getproc", "launch", "fa4_dk_bad"},
                                  {{"TMAGUARD_MODE", "log"}, {"TMAGUARD_LOG", "/dev/stdout"}});
   EXPECT_NE(r.p.out.find("\"event\":\"violation\""), std::string::npos) << describe(r);
@@ -257,7 +259,7 @@ TEST(Round5, LogToDevStdoutGoesToStdout) {
 }
 
 // ---- 11. tmaguard report renders bidi controls escaped, as it does control bytes
-TEST(Round5, ReportEscapesBidiControls) {
+TEST(Report, EscapesBidiControls) {
   const std::string log = write_file("r5_bidi.jsonl",
                                      "{\"event\":\"violation\",\"rule\":\"fa4-dk-not-k-major\",\"severity\":\"error\","
                                      "\"kernel\":\"evil\xe2\x80\xaeknil\",\"host\":\"h\xe2\x81\xa6x\",\"pid\":1}\n");

@@ -1,4 +1,4 @@
-// Scenarios of the fifth attack round: clean keys outliving an unload, a forged launch key, dK and dV sharing bytes,
+// Scenarios of loopholes (tests/shim/test_loopholes.cpp): clean keys outliving an unload, a forged launch key, dK and dV sharing bytes,
 // transposed dKs of another shape, a relative rules file after chdir, a library replaced
 // under its call sites, Python loaded after the first finding, and kernel names one digit off.
 #include <dlfcn.h>
@@ -315,7 +315,7 @@ int sm900_kernel() {
 
 }  // namespace
 
-const std::vector<Scenario>& round5_scenarios() {
+const std::vector<Scenario>& loophole_scenarios() {
   static const std::vector<Scenario> v = {
       {"unload_clean_keys", unload_clean_keys},
       {"forged_old_key", forged_old_key},
