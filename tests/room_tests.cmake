@@ -5,6 +5,7 @@ add_executable(room_tests rooms/room_setup.cpp rooms/stand_in_wrappers.cpp rooms
                           rooms/test_allocations.cpp rooms/test_kernel_table.cpp rooms/test_reentry.cpp
                           rooms/test_memo.cpp rooms/test_map_compare.cpp rooms/test_facts_memory.cpp
                           rooms/test_python_frames.cpp rooms/test_declared.cpp rooms/test_launch_check.cpp
+                          rooms/test_device_audit.cpp rooms/test_reporter.cpp rooms/test_fleet.cpp
                           $<TARGET_OBJECTS:tmaguard_rooms>)
 target_include_directories(room_tests PRIVATE ${PROJECT_SOURCE_DIR}/shim ${CUDA_DRIVER_INCLUDE} fake_cuda ${TG_GENERATED})
 target_compile_definitions(room_tests PRIVATE SPDLOG_HEADER_ONLY SPDLOG_FMT_EXTERNAL SPDLOG_NO_TLS

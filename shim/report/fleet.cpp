@@ -195,8 +195,6 @@ void install_handlers() {
 
 }  // namespace
 
-void write_metrics_file(const Config& config, bool active);
-
 void write_start_record_at_load() {
   const ConfigResult& s = settings();
   const Config& cfg = s.config;

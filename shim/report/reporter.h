@@ -51,6 +51,9 @@ void write_start_record_at_load();
 void fleet_arm(const Config& cfg);
 //! The metrics file (TMAGUARD_METRICS), atomically; `active` false in the last one.
 void write_metrics(bool active);
+//! The same for these settings: the file tmaguard-HOST-PID.prom in their metrics directory, replaced whole (a reader
+//! never sees half a file); a write that fails is counted (metrics_write_failures) and said once.
+void write_metrics_file(const Config& config, bool active);
 //! Metrics files that could not be written (said once; counted in the summary).
 uint64_t metrics_write_failures();
 

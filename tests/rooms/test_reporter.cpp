@@ -1,0 +1,67 @@
+// The report room without a process: what a finding does in each mode, what is said once and what is counted.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "base/launch_words.h"
+#include "report/reporter.h"
+#include "tmaguard/config.h"
+
+namespace tmaguard {
+namespace {
+
+Finding finding(const std::string& kernel, Severity severity = Severity::kError) {
+  Finding f;
+  f.rule = "tmap-null-address";
+  f.severity = severity;
+  f.kernel = kernel;
+  f.tensor = "param 0";
+  f.expected = "a tensor map over a tensor";
+  f.observed = "a tensor map whose global address is 0";
+  return f;
+}
+
+uint64_t count(const std::map<std::string, uint64_t>& by_rule, const std::string& rule) {
+  const auto it = by_rule.find(rule);
+  return it == by_rule.end() ? 0 : it->second;
+}
+
+// The mode in force for one test (the room tests run in log mode), put back after it.
+class InMode {
+ public:
+  explicit InMode(Mode m) : before_(mode()) { g_launch_globals.mode.store(m, std::memory_order_relaxed); }
+  ~InMode() { g_launch_globals.mode.store(before_, std::memory_order_relaxed); }
+  InMode(const InMode&) = delete;
+  InMode& operator=(const InMode&) = delete;
+
+ private:
+  Mode before_;
+};
+
+TEST(Reporter, AFindingIsWrittenOnceAndCountedEveryTime) {
+  std::vector<Finding> first = {finding("reporter_kernel_once")};
+  EXPECT_TRUE(findings_unreported(first));
+  const uint64_t before = count(current_summary().violations_by_rule, "tmap-null-address");
+  EXPECT_EQ(report_findings(first), Verdict::kRun) << "log mode: the launch runs";
+  EXPECT_FALSE(findings_unreported(first)) << "its record was written: a repeat writes none";
+  std::vector<Finding> again = {finding("reporter_kernel_once")};
+  EXPECT_EQ(report_findings(again), Verdict::kRun);
+  EXPECT_EQ(count(current_summary().violations_by_rule, "tmap-null-address"), before + 2);
+  EXPECT_TRUE(findings_unreported({finding("reporter_kernel_other")})) << "another kernel's finding is its own";
+}
+
+TEST(Reporter, RejectModeRefusesALaunchWithAnErrorNeverOneWithAWarning) {
+  const InMode reject(Mode::kReject);
+  std::vector<Finding> error = {finding("reporter_kernel_reject")};
+  EXPECT_EQ(report_findings(error), Verdict::kReject);
+  std::vector<Finding> warning = {finding("reporter_kernel_warn", Severity::kWarning)};
+  const uint64_t before = count(current_summary().warnings_by_rule, "tmap-null-address");
+  EXPECT_EQ(report_findings(warning), Verdict::kRun);
+  EXPECT_EQ(count(current_summary().warnings_by_rule, "tmap-null-address"), before + 1);
+  std::vector<Finding> none;
+  EXPECT_EQ(report_findings(none), Verdict::kRun);
+}
+
+}  // namespace
+}  // namespace tmaguard
