@@ -70,8 +70,8 @@ run "core_tests (4 KiB pages)" "$build/tests/core_tests"
 run "room_tests (4 KiB pages)" env TG_EXPECT_PAGE_SIZE=4096 "$build/tests/room_tests"
 run "room_tests (64 KiB pages)" env QEMU_CPU=neoverse-n1 QEMU_PAGESIZE=65536 TG_EXPECT_PAGE_SIZE=65536 \
   "$build/tests/room_tests"
-run "shim_tests (4 KiB pages)" "$build/tests/shim_tests" --gtest_filter="-$X86_ONLY$EMULATOR_LIMITS"
-run "shim_tests (64 KiB pages)" env QEMU_CPU=neoverse-n1 QEMU_PAGESIZE=65536 "$build/tests/shim_tests" \
+run "process_tests (4 KiB pages)" "$build/tests/process_tests" --gtest_filter="-$X86_ONLY$EMULATOR_LIMITS"
+run "process_tests (64 KiB pages)" env QEMU_CPU=neoverse-n1 QEMU_PAGESIZE=65536 "$build/tests/process_tests" \
   --gtest_filter="$PAGES64-$X86_ONLY$EMULATOR_LIMITS"
 
 # What ships for Grace: the arm64 .deb and the aarch64 wheel (scripts/package.sh --arch aarch64), with the release

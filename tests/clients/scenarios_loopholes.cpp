@@ -1,4 +1,4 @@
-// Scenarios of loopholes (tests/shim/test_loopholes.cpp): clean keys outliving an unload, a forged launch key, dK and dV sharing bytes,
+// Scenarios of loopholes (tests/processes/test_loopholes.cpp): clean keys outliving an unload, a forged launch key, dK and dV sharing bytes,
 // transposed dKs of another shape, a relative rules file after chdir, a library replaced
 // under its call sites, Python loaded after the first finding, and kernel names one digit off.
 #include <dlfcn.h>

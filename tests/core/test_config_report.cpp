@@ -11,7 +11,7 @@
 #include "tmaguard/config.h"
 #include "tmaguard/report.h"
 #include "tmaguard/rules.h"
-#include "../shim/mode_values.h"
+#include "../processes/mode_values.h"
 
 using namespace tmaguard;
 
@@ -381,7 +381,7 @@ TEST(Config, MisspellingsOfCaseAndUnderscoreAreSaid) {
 }
 
 // Every odd value of the shared table (tests/data/mode_values.txt) reads as the table says: the tmaguard command asks
-// this same parser (tmaguard-tool mode), and tests/shim/test_loopholes.cpp runs the command and the library on the table.
+// this same parser (tmaguard-tool mode), and tests/processes/test_loopholes.cpp runs the command and the library on the table.
 TEST(Config, OddModeValuesReadAsTheSharedTableSays) {
   const std::vector<ModeValue> table = read_mode_values(std::string(TG_DATA_DIR) + "/mode_values.txt");
   ASSERT_GE(table.size(), 10u);

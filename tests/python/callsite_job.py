@@ -1,6 +1,6 @@
 """A Python job that launches through ctypes (which releases the GIL around the call, as PyTorch's op bindings do):
 it runs one scenario of the test client's library (libtg_client.so) against the stand-in driver, from the main thread
-or from a second Python thread. tests/shim/test_callsite.cpp runs it preloaded and checks that the record names this
+or from a second Python thread. tests/processes/test_callsite.cpp runs it preloaded and checks that the record names this
 file, the function below and the line marked LAUNCH.
 
     python3 callsite_job.py LIBTG_CLIENT SCENARIO [main|thread]

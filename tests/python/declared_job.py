@@ -1,5 +1,5 @@
 """A Python job that declares a transposed view with tmaguard.declared and launches maps of it through ctypes (the
-test client's library, libtg_client.so, against the stand-in driver). tests/shim/test_tensors.cpp runs it preloaded.
+test client's library, libtg_client.so, against the stand-in driver). tests/processes/test_tensors.cpp runs it preloaded.
 
     python3 declared_job.py LIBTG_CLIENT CASE [ctypes]
     CASE: right | shape | past (declared around the launch) | undeclared (the shape-built map, nothing declared) |

@@ -205,7 +205,7 @@ class FromASourceTree(unittest.TestCase):
 
 class Declared(unittest.TestCase):
     """tmaguard.declared and tmaguard.torch.watch, without the library (ctest's python_api does not preload it; the
-    preloaded path is tests/shim/test_tensors.cpp's)."""
+    preloaded path is tests/processes/test_tensors.cpp's)."""
 
     def test_a_tensor_is_read_through_its_methods_or_an_array_interface(self):
         class Torchlike:
