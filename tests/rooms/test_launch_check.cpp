@@ -10,6 +10,7 @@
 #include "launch/memo.h"
 #include "report/reporter.h"
 #include "room_maps.h"
+#include "room_mode.h"
 #include "runtime/intercept.h"
 #include "tmaguard/tensormap.h"
 
@@ -72,8 +73,9 @@ TEST(LaunchCheck, AMapOverAddressZeroIsAnErrorCountedEachTimeAndNeverRemembered)
   Launch l;
   ASSERT_EQ(encode(half_map(0), l.map), 0);
   const LaunchView v = l.view(f);
+  const InMode log(Mode::kLog);
   const uint64_t before = errors(current_summary(), "tmap-null-address");
-  EXPECT_EQ(check(v), Verdict::kRun) << "log mode (the room tests' setting): the launch runs, the finding is said";
+  EXPECT_EQ(check(v), Verdict::kRun) << "log mode: the launch runs, the finding is said";
   EXPECT_EQ(errors(current_summary(), "tmap-null-address"), before + 1);
   EXPECT_FALSE(fast_pass(v)) << "a launch with an error is never remembered as clean";
   EXPECT_FALSE(slow_pass(v));

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "base/launch_words.h"
 #include "report/reporter.h"
+#include "room_mode.h"
 #include "tmaguard/config.h"
 
 namespace tmaguard {
@@ -27,19 +27,8 @@ uint64_t count(const std::map<std::string, uint64_t>& by_rule, const std::string
   return it == by_rule.end() ? 0 : it->second;
 }
 
-// The mode in force for one test (the room tests run in log mode), put back after it.
-class InMode {
- public:
-  explicit InMode(Mode m) : before_(mode()) { g_launch_globals.mode.store(m, std::memory_order_relaxed); }
-  ~InMode() { g_launch_globals.mode.store(before_, std::memory_order_relaxed); }
-  InMode(const InMode&) = delete;
-  InMode& operator=(const InMode&) = delete;
-
- private:
-  Mode before_;
-};
-
 TEST(Reporter, AFindingIsWrittenOnceAndCountedEveryTime) {
+  const InMode log(Mode::kLog);
   std::vector<Finding> first = {finding("reporter_kernel_once")};
   EXPECT_TRUE(findings_unreported(first));
   const uint64_t before = count(current_summary().violations_by_rule, "tmap-null-address");
