@@ -12,6 +12,7 @@
 #include "fakecuda.h"
 #include "launch/device_audit.h"
 #include "report/reporter.h"
+#include "room_launch.h"
 #include "room_maps.h"
 #include "room_mode.h"
 #include "tmaguard/tensormap.h"
@@ -28,10 +29,7 @@ CUdeviceptr device_alloc(std::size_t bytes) {
   return alloc && alloc(&p, bytes) == CUDA_SUCCESS ? p : 0;
 }
 
-uint64_t errors(const Summary& s, const std::string& rule) {
-  const auto it = s.violations_by_rule.find(rule);
-  return it == s.violations_by_rule.end() ? 0 : it->second;
-}
+uint64_t errors(const Summary& s, const std::string& rule) { return count_of(s.violations_by_rule, rule); }
 
 // The summary once `done` holds for it, or after `seconds` (the audit's worker judges after the launch).
 template <typename Done>
@@ -47,13 +45,7 @@ Summary after_worker(const Done& done, int seconds) {
 struct PointerLaunch {
   CUdeviceptr buffer = 0;
   void* params[1] = {&buffer};
-  LaunchView view(CUfunction f) {
-    LaunchView v;
-    v.f = f;
-    v.geom = {1, 1, 1, 32, 1, 1};
-    v.kernel_params = params;
-    return v;
-  }
+  LaunchView view(CUfunction f) { return launch_of(f, params); }
 };
 
 // Two maps the kernel left in its scratch buffer: one over a tensor of its own allocation, one reaching past it.

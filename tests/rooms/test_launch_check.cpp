@@ -9,6 +9,7 @@
 #include "launch/launch_check.h"
 #include "launch/memo.h"
 #include "report/reporter.h"
+#include "room_launch.h"
 #include "room_maps.h"
 #include "room_mode.h"
 #include "runtime/intercept.h"
@@ -28,13 +29,7 @@ struct Launch {
   alignas(64) uint8_t map[kTensorMapBytes] = {};
   int n = 7;
   void* params[2] = {map, &n};
-  LaunchView view(CUfunction f) {
-    LaunchView v;
-    v.f = f;
-    v.geom = {1, 1, 1, 128, 1, 1};
-    v.kernel_params = params;
-    return v;
-  }
+  LaunchView view(CUfunction f) { return launch_of(f, params); }
 };
 
 // check_launch as a launch wrapper calls it, inside its Intercepted call.
@@ -43,10 +38,7 @@ Verdict check(const LaunchView& v) {
   return check_launch(call, v);
 }
 
-uint64_t errors(const Summary& s, const std::string& rule) {
-  const auto it = s.violations_by_rule.find(rule);
-  return it == s.violations_by_rule.end() ? 0 : it->second;
-}
+uint64_t errors(const Summary& s, const std::string& rule) { return count_of(s.violations_by_rule, rule); }
 
 TEST(LaunchCheck, AHealthyMapIsJudgedOnceAndItsRepeatPassesByTheMemo) {
   const CUfunction f = define("launch_check_healthy_kernel");

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "report/reporter.h"
+#include "room_launch.h"
 #include "room_mode.h"
 #include "tmaguard/config.h"
 
@@ -22,21 +23,16 @@ Finding finding(const std::string& kernel, Severity severity = Severity::kError)
   return f;
 }
 
-uint64_t count(const std::map<std::string, uint64_t>& by_rule, const std::string& rule) {
-  const auto it = by_rule.find(rule);
-  return it == by_rule.end() ? 0 : it->second;
-}
-
 TEST(Reporter, AFindingIsWrittenOnceAndCountedEveryTime) {
   const InMode log(Mode::kLog);
   std::vector<Finding> first = {finding("reporter_kernel_once")};
   EXPECT_TRUE(findings_unreported(first));
-  const uint64_t before = count(current_summary().violations_by_rule, "tmap-null-address");
+  const uint64_t before = count_of(current_summary().violations_by_rule, "tmap-null-address");
   EXPECT_EQ(report_findings(first), Verdict::kRun) << "log mode: the launch runs";
   EXPECT_FALSE(findings_unreported(first)) << "its record was written: a repeat writes none";
   std::vector<Finding> again = {finding("reporter_kernel_once")};
   EXPECT_EQ(report_findings(again), Verdict::kRun);
-  EXPECT_EQ(count(current_summary().violations_by_rule, "tmap-null-address"), before + 2);
+  EXPECT_EQ(count_of(current_summary().violations_by_rule, "tmap-null-address"), before + 2);
   EXPECT_TRUE(findings_unreported({finding("reporter_kernel_other")})) << "another kernel's finding is its own";
 }
 
@@ -45,9 +41,9 @@ TEST(Reporter, RejectModeRefusesALaunchWithAnErrorNeverOneWithAWarning) {
   std::vector<Finding> error = {finding("reporter_kernel_reject")};
   EXPECT_EQ(report_findings(error), Verdict::kReject);
   std::vector<Finding> warning = {finding("reporter_kernel_warn", Severity::kWarning)};
-  const uint64_t before = count(current_summary().warnings_by_rule, "tmap-null-address");
+  const uint64_t before = count_of(current_summary().warnings_by_rule, "tmap-null-address");
   EXPECT_EQ(report_findings(warning), Verdict::kRun);
-  EXPECT_EQ(count(current_summary().warnings_by_rule, "tmap-null-address"), before + 1);
+  EXPECT_EQ(count_of(current_summary().warnings_by_rule, "tmap-null-address"), before + 1);
   std::vector<Finding> none;
   EXPECT_EQ(report_findings(none), Verdict::kRun);
 }
