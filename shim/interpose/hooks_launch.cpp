@@ -24,7 +24,7 @@
 #include "launch/device_audit.h"
 #include "launch/graph_node.h"
 #include "launch/launch_check.h"
-#include "launch/measure_hooks.h"
+#include "launch/look.h"
 #include "launch/memo.h"
 #include "runtime/intercept.h"
 
@@ -92,14 +92,10 @@ struct LaunchEntry<Id, Kind, PerThread, CUresult (*)(A...)> {
   // passes the launch, else nullptr. Called by the exported entry's thunk (below), which keeps the caller's
   // arguments where they came: the look has every register to itself.
   __attribute__((always_inline)) static void* passed(CUfunction f, void** params) {
-    void* const real = real_function_if_resolved(Id);
-    if constexpr (measure::kPassEveryLaunch) {  // never in a shipped build (launch/measure_hooks.h)
-      if (real) return real;
-    }
     LaunchView v;
     v.f = f;
     v.kernel_params = params;
-    return real && fast_pass(v) ? real : nullptr;
+    return repeat_look(real_function_if_resolved(Id), v);
   }
   // What the exported entry runs where the CPU has no thunk (aarch64, and every CPU with TMAGUARD_PORTABLE_CPU): the
   // same two stages in C++.

@@ -36,7 +36,6 @@
 
 #include "base/hash_key.h"
 #include "arch/cpu.h"
-#include "launch/measure_hooks.h"
 #include "base/reentry.h"
 #include "base/launch_words.h"
 #include "core/launch_key.h"
@@ -477,9 +476,6 @@ __attribute__((always_inline)) inline bool fast_pass(const LaunchView& v) {
   if (__builtin_expect(e.at == MapsAt::kNowhere, 1)) {
     bump(this_thread_words().launches_seen);
     return true;
-  }
-  if constexpr (measure::kSkipMapCompare) {  // never in a shipped build (measure_hooks.h)
-    if (e.at == MapsAt::kParams || e.at == MapsAt::kPairs) return true;
   }
   return this_thread_words().wide_compare ? maps_pass_wide(e, v.kernel_params) : maps_pass_narrow(e, v.kernel_params);
 }
