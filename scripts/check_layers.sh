@@ -59,7 +59,7 @@ for f in "$root"/shim/*/*.cpp "$root"/shim/*/*.h; do
 done
 if [ -z "$up" ]; then pass "the shim's files include only their own room or rooms below it (${#rooms[@]} rooms: ${rooms[*]})"
 else bad "the shim's rooms are broken:"; printf '%s' "$up"
-     echo "    fix: move what the lower room needs down (base/stderr_io.h shows how), or pass it in"; fi
+     echo "    fix: move what the lower room needs down (process/stderr_io.h shows how), or pass it in"; fi
 
 own=$(grep -HnE 'return CUDA_ERROR_NOT_INITIALIZED|HookScope' "$root"/shim/*/*.cpp "$root"/shim/*/*.h |
       grep -vE '^[^:]*/runtime/(intercept|runtime)\.h:' | grep -v '^[^:]*:[0-9]*: *//' || true)

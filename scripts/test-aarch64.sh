@@ -35,7 +35,7 @@ X86_ONLY+=":Settings.OddModeValuesMeanTheSameToTheCommandAndTheLibrary"
 X86_ONLY+=":Fleet.ErrorExitcodeTurnsARecordedErrorIntoTheCommandsStatus"
 X86_ONLY+=":Fleet.EveryGuardedProcessWritesOneStartRecordAlsoWithoutCuda"
 X86_ONLY+=":Signals.ErrorExitcodeStartsTheJobWithTheCommandsDispositions:FrontDoor.CheckPreloadNamesTheLibrarysCpu"
-# With 64 KiB pages as well: the rooms (the facts memory, the memo) and every launch path and entry kind, the FA4
+# With 64 KiB pages as well: the rooms (the facts arena, the memo) and every launch path and entry kind, the FA4
 # rules, modes, threads, fork, races, structs, device maps, the fleet records. QEMU_CPU=neoverse-n1 there: qemu-user
 # 7.2 with -p 65536 loses track of the loader's data pages, and glibc's SVE memcpy (qemu's default CPU has SVE) then
 # faults on them where plain loads do not (a dladdr() name copied; the same program runs with 4 KiB pages, or without

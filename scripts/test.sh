@@ -44,7 +44,7 @@ skipped=$(grep -hE '^test-[a-z0-9]+: skipped: ' "$release_log.kept" "$slurm_log"
           sed -E 's/^test-([a-z0-9]+): skipped: /\1 (/; s/$/)/' || true)
 rm -f "$slurm_log" "$release_log.kept" "$fleet_log" "$aarch64_log"
 # the core's and the rooms' unit tests under AddressSanitizer + UBSan, then under ThreadSanitizer (the rooms hold the
-# memo, the kernel table, the facts memory and their threads)
+# memo, the kernel table, the facts arena and their threads)
 sanitized_tests() {  # BUILD_DIR LABEL ENV...: builds and runs core_tests and room_tests, adds their passes to n_san
   local dir=$1 label=$2 t log
   shift 2

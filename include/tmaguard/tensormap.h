@@ -248,7 +248,7 @@ TensorMapView judged_view(const TensorMapView& v);
 int encode_in_form(Encoder form, const EncodeArgs& a, uint8_t out[kTensorMapBytes]);
 
 //! The key of content_hash: sixteen 64-bit words, one per 8-byte word of a descriptor. The shim draws a random one
-//! per process (base/hash_key.h) for every hash that decides whether a launch may skip its check, so that bytes
+//! per process (process/hash_key.h) for every hash that decides whether a launch may skip its check, so that bytes
 //! crafted against a known key (a lane of words the TMA unit ignores set to force a sum) cannot collide with a clean
 //! launch's; kFixedHashKey serves tests, fuzzers and benchmarks.
 struct HashKey {

@@ -23,8 +23,8 @@
 #include <map>
 #include <mutex>
 
-#include "base/counters.h"
-#include "base/fork_locks.h"
+#include "process/counters.h"
+#include "process/fork_locks.h"
 #include "callsite/python_frames.h"
 
 namespace tmaguard {

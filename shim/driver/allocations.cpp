@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "driver/driver.h"
-#include "base/fork_locks.h"
+#include "process/fork_locks.h"
 
 namespace tmaguard {
 namespace {

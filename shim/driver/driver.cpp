@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "base/settings.h"
-#include "base/stderr_io.h"
+#include "process/settings.h"
+#include "process/stderr_io.h"
 
 namespace tmaguard {
 namespace {
@@ -54,7 +54,7 @@ std::atomic<void*> g_real_dlsym{nullptr};
 
 std::atomic<bool> g_second_copy_said{false};
 
-// TMAGUARD_LIBCUDA from the settings (base/settings.h): unset when empty or blank, as for every TMAGUARD_* variable,
+// TMAGUARD_LIBCUDA from the settings (process/settings.h): unset when empty or blank, as for every TMAGUARD_* variable,
 // and in a secure-execution process (a less privileged user named it).
 const char* libcuda_override() {
   const std::string& p = settings().config.libcuda;

@@ -4,8 +4,8 @@
 
 #include <type_traits>
 
-#include "base/cuda_names.h"
-#include "base/launch_words.h"
+#include "driver/cuda_names.h"
+#include "thread/thread_words.h"
 
 namespace tmaguard {
 

@@ -24,8 +24,8 @@
 #include "launch/device_audit.h"
 #include "launch/graph_node.h"
 #include "launch/launch_check.h"
-#include "launch/look.h"
-#include "launch/memo.h"
+#include "memo/look.h"
+#include "memo/memo.h"
 #include "runtime/intercept.h"
 
 namespace tmaguard {

@@ -3,7 +3,7 @@
 // instead of being checked with another kernel's parameter layout (whose map indices could reach past its
 // parameters). Forgotten before and after the real call, so a launch racing with the unload leaves nothing stale.
 #include "runtime/intercept.h"
-#include "launch/kernel_table.h"
+#include "kernels/kernel_table.h"
 
 CUresult TG_WRAPPER(cuModuleUnload)(CUmodule module) {
   TG_ENTER(cuModuleUnload);

@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "base/reentry.h"
-#include "launch/memo.h"
+#include "thread/reentry.h"
+#include "memo/memo.h"
 
 namespace tmaguard {
 namespace {

@@ -19,11 +19,11 @@
 #include "driver/allocations.h"
 #include "launch/declared.h"
 #include "callsite/capture.h"
-#include "base/counters.h"
-#include "base/reentry.h"
+#include "process/counters.h"
+#include "thread/reentry.h"
 #include "driver/device_arch.h"
 #include "driver/driver.h"
-#include "base/fork_locks.h"
+#include "process/fork_locks.h"
 #include "report/reporter.h"
 #include "runtime/runtime.h"
 #include "core/struct_search.h"
@@ -509,25 +509,6 @@ int queue_reads(std::unique_lock<std::mutex>& lock, const KernelInfo& k, const L
 }
 
 }  // namespace
-
-void plan_audit(KernelInfo& k, const KernelInfo* stale) {
-  for (const MapPlace& p : pointer_places(k.layout)) {
-    const bool in_map = std::any_of(k.maps.begin(), k.maps.end(), [&](const MapPlace& m) {
-      return m.param == p.param && p.offset + 8 > m.offset && p.offset < m.offset + kTensorMapBytes;
-    });
-    if (in_map) continue;
-    PointerWords* last = k.audit.pointers.empty() ? nullptr : &k.audit.pointers.back();
-    if (last && last->param == p.param && last->offset + 8 * last->words == p.offset)
-      ++last->words;
-    else
-      k.audit.pointers.push_back({p.param, p.offset, 1});
-  }
-  k.audit.pointers.shrink_to_fit();
-  if (!k.audit.pointers.empty())
-    k.audit.launches_left.store(
-        stale ? stale->audit.launches_left.load(std::memory_order_relaxed) : config().device_audit,
-        std::memory_order_relaxed);
-}
 
 void audit_after_launch(const KernelInfo& k, const LaunchView& launch) {
   if (k.audit.pointers.empty()) return;

@@ -16,20 +16,13 @@
 
 #include <atomic>
 
-#include "base/cuda_names.h"
-#include "launch/kernel_table.h"
+#include "driver/cuda_names.h"
+#include "kernels/kernel_table.h"
 #include "launch/launch_check.h"
-#include "launch/launch_view.h"
+#include "kernels/launch_view.h"
 
 namespace tmaguard {
 
-//! Plans the audit of a kernel whose facts are being built (`stale`: the facts they replace, whose budget carries
-//! over; nullptr for a new kernel): which places may hold device addresses, and how many launches are audited.
-void plan_audit(KernelInfo& k, const KernelInfo* stale);
-//! Whether launches of this kernel are still audited (its first TMAGUARD_DEVICE_AUDIT launches with pointers).
-inline bool audit_due(const KernelInfo& k) { return k.audit.launches_left.load(std::memory_order_relaxed) != 0; }
-//! Whether the audit is done with this kernel after the launch now being checked (its last audited one).
-inline bool audit_ending(const KernelInfo& k) { return k.audit.launches_left.load(std::memory_order_relaxed) <= 1; }
 
 //! After a launch of `k` that the driver accepted: reads back what its pointer parameters lead to, in the launch's
 //! stream order (a _ptsz launch's stream 0 is the per-thread default stream).

@@ -2,8 +2,8 @@
 // parameter struct. Header-only and free of calls, so the fuzzers drive it directly (tests/fuzz/fuzz_graph_node.cpp).
 #pragma once
 
-#include "base/cuda_names.h"
-#include "launch/launch_view.h"
+#include "driver/cuda_names.h"
+#include "kernels/launch_view.h"
 
 namespace tmaguard {
 

@@ -15,17 +15,17 @@
 #include <new>
 #include <string>
 
-#include "base/counters.h"
-#include "base/hash_key.h"
+#include "process/counters.h"
+#include "process/hash_key.h"
 #include "callsite/capture.h"
 #include "driver/allocations.h"
 #include "driver/device_arch.h"
 #include "runtime/intercept.h"
-#include "launch/census.h"
+#include "kernels/census.h"
 #include "launch/declared.h"
 #include "launch/device_audit.h"
-#include "launch/kernel_table.h"
-#include "launch/memo.h"
+#include "kernels/kernel_table.h"
+#include "memo/memo.h"
 #include "driver/provenance.h"
 #include "report/reporter.h"
 #include "runtime/runtime.h"
@@ -100,7 +100,7 @@ bool collect(const LaunchView& launch, Collected& c) {
   const bool readable = args.readable();
   // The kernel's facts in force for these bytes: a first launch searches its structs with them, a later one searches
   // again when it must (memo.h: entry).
-  c.entry = &entry(launch.f, readable ? &args : nullptr);
+  c.entry = &entry(launch.f, readable ? &args : nullptr, declared_seed());
   c.kernel = c.entry->info;
   const KernelInfo& k = *c.kernel;
   if (k.params_truncated)
@@ -373,7 +373,7 @@ void report_nested() {
   try {
     // Through this thread's memo, so that the facts stay alive while they are read (kernel_table.h).
     register_thread();
-    const std::string name = entry(static_cast<CUfunction>(const_cast<void*>(f)), nullptr).info->name;
+    const std::string name = entry(static_cast<CUfunction>(const_cast<void*>(f)), nullptr, declared_seed()).info->name;
     report_notice(Notice::kNestedLaunch, name,
                   std::to_string(n) + " launch(es) of kernel " + name +
                       " ran unchecked: they were made while their thread was inside another tmaguard call (a signal "

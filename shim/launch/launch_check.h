@@ -2,8 +2,8 @@
 // wrappers (a node about to be added or updated is judged exactly like a launch).
 #pragma once
 
-#include "base/cuda_names.h"
-#include "launch/launch_view.h"
+#include "driver/cuda_names.h"
+#include "kernels/launch_view.h"
 #include <vector>
 
 #include "tmaguard/finding.h"

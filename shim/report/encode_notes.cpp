@@ -7,7 +7,7 @@
 #include <cstring>
 #include <optional>
 
-#include "base/counters.h"
+#include "process/counters.h"
 #include "driver/allocations.h"
 #include "report/reporter.h"
 

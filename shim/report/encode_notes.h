@@ -3,7 +3,7 @@
 // notices, each said once per process and kind, so that a job that encodes thousands of maps gets one line.
 #pragma once
 
-#include "base/cuda_names.h"
+#include "driver/cuda_names.h"
 #include "driver/provenance.h"
 #include "tmaguard/checks.h"
 #include "tmaguard/tensormap.h"

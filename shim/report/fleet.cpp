@@ -22,11 +22,11 @@
 #include <cstring>
 #include <string>
 
-#include "base/launch_words.h"
-#include "base/reentry.h"
-#include "base/process_facts.h"
-#include "base/settings.h"
-#include "base/stderr_io.h"
+#include "thread/thread_words.h"
+#include "thread/reentry.h"
+#include "process/context.h"
+#include "process/settings.h"
+#include "process/stderr_io.h"
 #include "report/reporter.h"
 #include "tmaguard/report.h"
 #include "tmaguard_version.h"

@@ -39,13 +39,13 @@
 #include <spdlog/logger.h>
 #include <spdlog/sinks/base_sink.h>
 
-#include "base/counters.h"
-#include "base/reentry.h"
-#include "base/fork_locks.h"
-#include "base/launch_words.h"
-#include "base/process_facts.h"
-#include "base/settings.h"
-#include "base/stderr_io.h"
+#include "process/counters.h"
+#include "thread/reentry.h"
+#include "process/fork_locks.h"
+#include "thread/thread_words.h"
+#include "process/context.h"
+#include "process/settings.h"
+#include "process/stderr_io.h"
 #include "tmaguard/judge.h"
 #include "tmaguard_version.h"
 

@@ -5,8 +5,8 @@
 // record where the log is a file (the proof, for a fleet, that the guard is in the process: one per process, also in
 // one that never touches CUDA). No CUDA call, no symbol walk, no thread: the settings are read (the environment and
 // the config file, if any), and a guarded process with a log file pays one open and one write.
-#include "base/settings.h"
-#include "base/stderr_io.h"
+#include "process/settings.h"
+#include "process/stderr_io.h"
 #include "report/reporter.h"
 
 namespace tmaguard {

@@ -14,12 +14,12 @@
 #include <memory>
 #include <vector>
 
-#include "base/counters.h"
-#include "base/hash_key.h"
+#include "process/counters.h"
+#include "process/hash_key.h"
 #include "driver/driver.h"
 #include "report/reporter.h"
-#include "base/settings.h"
-#include "base/stderr_io.h"
+#include "process/settings.h"
+#include "process/stderr_io.h"
 #include "tmaguard/report.h"
 #include "tmaguard/rules.h"
 #include "tmaguard_version.h"

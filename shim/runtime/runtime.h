@@ -4,9 +4,9 @@
 #include <atomic>
 #include <string>
 
-#include "base/launch_words.h"
-#include "base/reentry.h"
-#include "base/stderr_io.h"
+#include "thread/thread_words.h"
+#include "thread/reentry.h"
+#include "process/stderr_io.h"
 #include "tmaguard/config.h"
 
 namespace tmaguard {
@@ -22,7 +22,7 @@ void nested_launches_unreported();
 //! call ends; set by the launch check (a layer above this one).
 void on_nested_launches(void (*report)());
 
-//! A wrapper's time inside tmaguard (the re-entry guard, base/reentry.h, as TSan's ScopedInterceptor): the driver or
+//! A wrapper's time inside tmaguard (the re-entry guard, thread/reentry.h, as TSan's ScopedInterceptor): the driver or
 //! our own code calling back into a wrapper passes straight through. A launch made while this thread is inside a
 //! wrapper (a signal handler that launches) is counted, and said when the outermost wrapper returns (no lock or
 //! allocation is safe inside the handler).

@@ -22,12 +22,12 @@
 #include <string>
 #include <vector>
 
-#include "base/counters.h"
-#include "base/hash_key.h"
+#include "process/counters.h"
+#include "process/hash_key.h"
 #include "arch/cpu.h"
 #include "core/launch_key.h"
 #include "fakecuda.h"
-#include "launch/memo.h"
+#include "memo/memo.h"
 #include "runtime/runtime.h"
 #include "tmaguard/judge.h"
 #include "tmaguard/rules.h"
@@ -78,7 +78,7 @@ void remember_on_this_thread(Fa4Launch& l) {
   register_thread();  // as the full check does: a registered thread keeps copies of clean launches
   for (void** p : {l.layer_params, l.params}) {
     const LaunchArgs a = LaunchArgs::of_params(p);
-    MemoEntry& e = entry(l.f, &a);
+    MemoEntry& e = entry(l.f, &a, kNothingDeclared);
     const auto bytes = [&](std::size_t i) { return a.map(e.info->layout, e.info->maps[i]); };
     uint64_t key = 0;
     if (!launch_key(e.identity, g_hash_key, e.info->maps.size(), bytes, &key)) std::abort();
@@ -114,7 +114,7 @@ Fa4Launch& fa4() {
     std::memcpy(l.layer_params, layer_args, sizeof layer_args);
     l.plain_params[0] = &l.plain_arg;
     remember_on_this_thread(l);
-    entry(l.plain, nullptr);
+    entry(l.plain, nullptr, kNothingDeclared);
     // the struct: every third word pointer-like, the next a small integer, the rest 0; its maps at 64-aligned offsets
     for (std::size_t off = 0; off + 8 <= sizeof l.params_struct; off += 8) {
       const uint64_t v = off % 24 == 0 ? 0x7f0000100000ULL + off * 64 : off % 24 == 8 ? off / 8 : 0;
@@ -132,7 +132,7 @@ Fa4Launch& fa4() {
           1, st_size, st_align, 0));
     {
       const LaunchArgs a = LaunchArgs::of_params(l.struct_params);
-      MemoEntry& e = entry(l.structs, &a);
+      MemoEntry& e = entry(l.structs, &a, kNothingDeclared);
       const auto bytes = [&](std::size_t i) { return a.map(e.info->layout, e.info->maps[i]); };
       uint64_t key = 0;
       if (e.info->maps.size() != 3 || !launch_key(e.identity, g_hash_key, 3, bytes, &key)) std::abort();

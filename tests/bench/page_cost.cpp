@@ -1,5 +1,5 @@
-// What a page the process never used costs on this machine, the way tmaguard's facts memory meets it
-// (shim/base/facts_memory.h): a first write that faults it in; a madvise(MADV_POPULATE_WRITE) for many pages, and the
+// What a page the process never used costs on this machine, the way tmaguard's arena (process/arena.h) meets it
+// (shim/process/arena.h): a first write that faults it in; a madvise(MADV_POPULATE_WRITE) for many pages, and the
 // first write after it; and a write after another thread populated and read the page. Prints
 //   PAGE_COST fault_us=... populate_us=... write_after_populate_us=... write_after_other_thread_us=... rewrite_us=...
 // (microseconds per 4 KiB page over N MiB, default 64). Asserts nothing.

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "base/cuda_names.h"
+#include "driver/cuda_names.h"
 
 namespace client {
 

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstdio>
 
-#include "base/cuda_names.h"
+#include "driver/cuda_names.h"
 
 namespace {
 std::atomic<unsigned long> g_init_calls{0}, g_launch_calls{0};

@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "base/cuda_names.h"
+#include "driver/cuda_names.h"
 #include "fakecuda.h"
 #include "tmaguard/tensormap.h"
 

@@ -1071,7 +1071,7 @@ def launch_threads():
 def first_launch():
     """Informational: what a page the process never used costs on this host (tests/bench/page_cost), and 100,000 first
     launches of distinct kernels through the stand-in driver on this host's CPU (tests/bench/kernel_memory: half FA4
-    signatures, half 1792-byte structs), this build and --baseline-lib in turn: the facts memory's reason and effect
+    signatures, half 1792-byte structs), this build and --baseline-lib in turn: the facts arena's reason and effect
     on a GPU host's own VM (the stand-in: the real driver cannot define 100,000 kernels)."""
     tests = os.path.join(ARGS.build, "tests")
     page_cost, kernels = os.path.join(tests, "page_cost"), os.path.join(tests, "kernel_memory")

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "launch/launch_view.h"
+#include "kernels/launch_view.h"
 
 namespace tmaguard {
 

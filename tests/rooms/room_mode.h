@@ -3,7 +3,7 @@
 // emulator or by hand may not, and abort mode would end the test binary at the first error).
 #pragma once
 
-#include "base/launch_words.h"
+#include "thread/thread_words.h"
 #include "tmaguard/config.h"
 
 namespace tmaguard {

@@ -8,7 +8,7 @@
 
 #include "fakecuda.h"
 #include "launch/declared.h"
-#include "launch/memo.h"
+#include "memo/memo.h"
 
 namespace tmaguard {
 namespace {
@@ -102,7 +102,7 @@ TEST_F(Declared, AChangeForgetsTheThreadsMemoEntriesAndNoChangeKeepsThem) {
     for (const MemoEntry& e : this_memo().entries) n += e.f != nullptr;
     return n;
   };
-  MemoEntry& before = entry(f, nullptr);
+  MemoEntry& before = entry(f, nullptr, declared_seed());  // as the full check asks
   ASSERT_EQ(before.identity, kernel_identity(before.info));
   ASSERT_EQ(entries_held(), 1);
   declare({});  // an empty block changes nothing
@@ -110,7 +110,7 @@ TEST_F(Declared, AChangeForgetsTheThreadsMemoEntriesAndNoChangeKeepsThem) {
   EXPECT_EQ(entries_held(), 1);
   declare({tensor("q", 0x10000)});
   EXPECT_EQ(entries_held(), 0) << "entries made with the old seed survived a declaration";
-  MemoEntry& under = entry(f, nullptr);
+  MemoEntry& under = entry(f, nullptr, declared_seed());  // as the full check asks
   EXPECT_EQ(under.identity, kernel_identity(under.info) ^ declared_seed()) << "made afresh, with the new seed";
   end_declarations_to(0);
   EXPECT_EQ(entries_held(), 0) << "entries made under the block survived its end";

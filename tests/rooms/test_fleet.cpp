@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "base/settings.h"
+#include "process/settings.h"
 #include "report/reporter.h"
 
 namespace tmaguard {

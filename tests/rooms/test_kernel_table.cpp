@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "fakecuda.h"
-#include "base/facts_memory.h"
+#include "process/arena.h"
 #include "core/struct_search.h"
 #include "launch/device_audit.h"
-#include "launch/kernel_table.h"
+#include "kernels/kernel_table.h"
 #include "room_maps.h"
 #include "runtime/runtime.h"
 
@@ -49,11 +49,11 @@ TEST(KernelTable, AKernelWithAPointerIsAuditedAndOneWithoutIsNot) {
   EXPECT_FALSE(audit_due(*without)) << "a kernel without device addresses in its parameters has nothing to read back";
 }
 
-// A kernel's facts live in the facts memory (pages prepared ahead: no page fault on a first launch), each list as
+// A kernel's facts live in the facts arena (pages prepared ahead: no page fault on a first launch), each list as
 // long as it is.
-TEST(KernelTable, AKernelsFactsLiveInTheFactsMemory) {
+TEST(KernelTable, AKernelsFactsLiveInTheArena) {
 #if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer builds keep the sanitizer's operator new (facts_memory.cpp)";
+  GTEST_SKIP() << "AddressSanitizer builds keep the sanitizer's operator new (arena.cpp)";
 #endif
   fakecuda_new_module(0);
   const KernelInfo* k =

@@ -7,7 +7,7 @@
 
 #include "fakecuda.h"
 #include "launch/launch_check.h"
-#include "launch/memo.h"
+#include "memo/memo.h"
 #include "report/reporter.h"
 #include "room_launch.h"
 #include "room_maps.h"

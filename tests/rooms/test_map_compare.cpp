@@ -1,6 +1,6 @@
 // The memo's map compare (arch/cpu.h), every way this CPU has: the portable one, this CPU's own, and the wide one where
 // the CPU has it (AVX2 on x86-64): every single-bit difference in 128 bytes is seen, equal bytes are equal, at any
-// alignment of either side. Also the page size the facts memory rounds to.
+// alignment of either side. Also the page size the facts arena rounds to.
 #include <gtest/gtest.h>
 
 #include <unistd.h>

@@ -9,10 +9,10 @@
 #include <thread>
 
 #include "fakecuda.h"
-#include "base/counters.h"
+#include "process/counters.h"
 #include "arch/cpu.h"
 #include "core/struct_search.h"
-#include "launch/memo.h"
+#include "memo/memo.h"
 #include "room_maps.h"
 #include "tmaguard/tensormap.h"
 
@@ -32,23 +32,23 @@ std::array<uint8_t, kTensorMapBytes> some_map(uint8_t fill) {
 // This thread's entry for `f`, the kernel done with the device audit's launches (not what these tests are about).
 MemoEntry& entry_without_audit(CUfunction f, const LaunchArgs& args) {
   kernel_info(f, &args)->audit.launches_left.store(0, std::memory_order_relaxed);
-  audit_done(entry(f, &args));
-  return entry(f, &args);
+  audit_done(entry(f, &args, kNothingDeclared));
+  return entry(f, &args, kNothingDeclared);
 }
 
 TEST(Memo, AnEntryIsItsKernelsFacts) {
   const CUfunction f = define("memo_kernel_entry", {128, 8});
-  MemoEntry& e = entry(f, nullptr);
+  MemoEntry& e = entry(f, nullptr, kNothingDeclared);
   EXPECT_EQ(e.info, kernel_info(f, nullptr));
   EXPECT_EQ(e.identity, kernel_identity(e.info));
-  EXPECT_EQ(&entry(f, nullptr), &e) << "the thread's entry moved between two lookups";
+  EXPECT_EQ(&entry(f, nullptr, kNothingDeclared), &e) << "the thread's entry moved between two lookups";
 }
 
 // A kernel whose struct parameter waited for readable bytes: the lookup that brings them searches once and gives an
 // entry of the new facts (one way through: no second lookup by the caller).
 TEST(Memo, AnEntryWithBytesForAPendingSearchIsTheSearchedFacts) {
   const CUfunction f = define("memo_kernel_pending_struct", {1024});
-  MemoEntry& waiting = entry(f, nullptr);
+  MemoEntry& waiting = entry(f, nullptr, kNothingDeclared);
   ASSERT_TRUE(waiting.info->search_pending);
   const uint64_t identity_before = waiting.identity;
   const EncodeArgs a = half_map(0x7f0000000000);
@@ -56,20 +56,20 @@ TEST(Memo, AnEntryWithBytesForAPendingSearchIsTheSearchedFacts) {
   ASSERT_EQ(encode(a, params + 256), 0);
   void* kernel_params[] = {params};
   const LaunchArgs args = LaunchArgs::of_params(kernel_params);
-  MemoEntry& searched = entry(f, &args);
+  MemoEntry& searched = entry(f, &args, kNothingDeclared);
   ASSERT_EQ(searched.f, f);
   EXPECT_FALSE(searched.info->search_pending);
   ASSERT_EQ(searched.info->maps.size(), 1u) << "the map in the struct was not found";
   EXPECT_EQ(searched.info->maps[0].offset, 256u);
   EXPECT_NE(searched.identity, identity_before) << "clean keys of the old facts would still match";
-  EXPECT_EQ(&entry(f, &args), &searched);
-  EXPECT_EQ(entry(f, &args).info, searched.info) << "a second lookup with the same bytes searched again";
+  EXPECT_EQ(&entry(f, &args, kNothingDeclared), &searched);
+  EXPECT_EQ(entry(f, &args, kNothingDeclared).info, searched.info) << "a second lookup with the same bytes searched again";
 }
 
 TEST(Memo, AKeyRememberedSharedIsKnownOnEveryThreadOneKeptLocalOnlyOnItsOwn) {
   const CUfunction f = define("memo_kernel_keys", {128});
   const auto map = some_map(7);
-  MemoEntry& e = entry(f, nullptr);
+  MemoEntry& e = entry(f, nullptr, kNothingDeclared);
   constexpr uint64_t kShared = 0x1111'2222'3333'4445ULL, kLocal = 0x5555'6666'7777'8889ULL;
   EXPECT_FALSE(is_clean_key(e, kShared));
   remember(e, kShared, [&](std::size_t) { return map.data(); }, true);
@@ -77,7 +77,7 @@ TEST(Memo, AKeyRememberedSharedIsKnownOnEveryThreadOneKeptLocalOnlyOnItsOwn) {
   EXPECT_TRUE(is_clean_key(e, kShared));
   bool shared_there = false, local_there = true;
   std::thread([&] {
-    MemoEntry& other = entry(f, nullptr);
+    MemoEntry& other = entry(f, nullptr, kNothingDeclared);
     shared_there = is_clean_key(other, kShared);
     local_there = is_clean_key(other, kLocal);
   }).join();

@@ -52,7 +52,7 @@ struct alignas(64) LaunchThread {
   std::atomic<uint32_t> kernel_epoch;  // LaunchGlobals::kernel_epoch when this thread's memo entries were last known
                                        // valid (read by the thread that frees forgotten kernel facts:
                                        // launch/kernel_table.cpp)
-  int reentry_depth;      // owned by the re-entry guard (base/reentry.h): nothing else writes it
+  int reentry_depth;      // owned by the re-entry guard (thread/reentry.h): nothing else writes it
   int registered;         // counted in the summary (registered with the thread registry)
   uint32_t nested_unreported;  // launches made inside another tmaguard call of this thread (a signal handler) that
                                // ran unchecked and were not said yet (said when the outer call ends: runtime.h)

@@ -1,8 +1,8 @@
-// The `floor` measurement build's look (shim/launch/look.h says how it is chosen): a resolved entry passes every
+// The `floor` measurement build's look (shim/memo/look.h says how it is chosen): a resolved entry passes every
 // launch straight to the driver, so that the thunk's cost alone is measured. It does not guard anything.
 #pragma once
 
-#include "launch/launch_view.h"
+#include "kernels/launch_view.h"
 
 namespace tmaguard {
 

@@ -1,11 +1,11 @@
 // tmaguard shim: the look a launch entry runs before it calls the driver (interpose/hooks_launch.cpp), the memo's
 // fast pass. What a shipped build compiles; the one place a measurement build changes: CMake's TMAGUARD_MEASURE puts
-// tests/bench/measure/<variant>/ first on the include path, whose launch/look.h defines repeat_look() its own way
+// tests/bench/measure/<variant>/ first on the include path, whose memo/look.h defines repeat_look() its own way
 // (floor: no look at all; lookup: the look without the map compare). The launch path holds no measurement branch.
 #pragma once
 
-#include "launch/launch_view.h"
-#include "launch/memo.h"
+#include "kernels/launch_view.h"
+#include "memo/memo.h"
 
 namespace tmaguard {
 

@@ -1,6 +1,6 @@
 // tmaguard shim: the lock-free kernel-info table: each kernel's facts, found by its launch handle, and forgetting what
 // an unload frees (the memo, launch/memo.h, keeps what is known clean).
-#include "launch/kernel_table.h"
+#include "kernels/kernel_table.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,11 +11,11 @@
 #include <new>
 #include <unordered_map>
 
-#include "base/counters.h"
-#include "base/facts_memory.h"
+#include "process/counters.h"
+#include "process/arena.h"
 #include "driver/driver.h"
-#include "base/fork_locks.h"
-#include "launch/device_audit.h"
+#include "process/fork_locks.h"
+#include "kernels/kernel_table.h"
 #include "report/reporter.h"
 #include "runtime/runtime.h"
 #include "tmaguard/rules.h"
@@ -79,7 +79,7 @@ std::mutex& index_lock() {
 }
 
 void index_insert(const KernelInfo* k, uintptr_t key, std::size_t slot, bool overflow) {
-  FactsScope facts;  // kept as long as the kernel: from pages populated ahead (facts_memory.h)
+  FactsScope facts;  // kept as long as the kernel: from pages populated ahead (arena.h)
   std::lock_guard<std::mutex> lock(index_lock());
   if (!g_by_owner) g_by_owner = new std::unordered_map<const void*, std::deque<Indexed>>;
   (*g_by_owner)[k->owner].push_back({key, slot, overflow});
@@ -261,7 +261,7 @@ void fit(KernelInfo* k) {
 // `stale`: the facts this search replaces (its search count and watched places carry over), or nullptr.
 const KernelInfo* build(CUfunction f, const LaunchArgs* args, const KernelInfo* stale = nullptr) {
   const unsigned searches = stale ? stale->searches : 0;
-  FactsScope facts;  // the facts, and what building them takes, from pages populated ahead (facts_memory.h)
+  FactsScope facts;  // the facts, and what building them takes, from pages populated ahead (arena.h)
   auto* k = new KernelInfo;
   static std::atomic<uint64_t> serials{0};  // never reused, unlike the record's address after an unload frees it
   k->serial = serials.fetch_add(1, std::memory_order_relaxed) + 1;

@@ -1,5 +1,5 @@
-// tmaguard shim: keeping the memo's gate (launch_words.h) in step with the words it stands for.
-#include "base/launch_words.h"
+// tmaguard shim: keeping the memo's gate (thread_words.h) in step with the words it stands for.
+#include "thread/thread_words.h"
 
 #include "tmaguard/config.h"
 

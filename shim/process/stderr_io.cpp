@@ -1,6 +1,6 @@
 // tmaguard shim: tmaguard's own lines on the job's stderr, outside the reporter (before it opens, when tmaguard
 // cannot work, and the reporter's own fallback), and whole writes to a descriptor.
-#include "base/stderr_io.h"
+#include "process/stderr_io.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -19,9 +19,9 @@
 #include <cstring>
 #include <ctime>
 
-#include "base/launch_words.h"
-#include "base/process_facts.h"
-#include "base/settings.h"
+#include "thread/thread_words.h"
+#include "process/context.h"
+#include "process/settings.h"
 #include "tmaguard/report.h"
 
 namespace tmaguard {

@@ -18,7 +18,7 @@ enum class ForkLock : int {
   kDeviceAudit,       // device_audit.cpp: the read-back slots and their queue (takes the free journal's)
   kFreeJournal,       // allocations.cpp: the frees journaled while device-audit reads are in flight (a leaf)
   kBuildIds,          // callsite.cpp: the build ids of loaded modules (a leaf)
-  kFactsMemory,       // facts_memory.cpp: the blocks of kernels' facts (a leaf: any allocation may take it)
+  kArena,       // arena.cpp: the blocks of kernels' facts (a leaf: any allocation may take it)
   kCount
 };
 

@@ -1,5 +1,5 @@
 // tmaguard shim: the thread registry behind the summary's counts.
-#include "base/counters.h"
+#include "process/counters.h"
 
 #include <linux/membarrier.h>
 #include <pthread.h>
@@ -13,8 +13,8 @@
 #include <mutex>
 #include <vector>
 
-#include "base/fork_locks.h"
-#include "base/launch_words.h"
+#include "process/fork_locks.h"
+#include "thread/thread_words.h"
 
 namespace tmaguard {
 namespace {

@@ -1,10 +1,10 @@
-// tmaguard shim: the facts memory (facts_memory.h): 16 MiB segments mapped as needed, cut into 4 KiB spans, each span
+// tmaguard shim: the facts arena (arena.h): 16 MiB segments mapped as needed, cut into 4 KiB spans, each span
 // given to one block size (a multiple of 16 bytes; a span is the unit of blocks, not a page: pages are the kernel's,
 // 4 KiB to 64 KiB, asked of sysconf, and populated whole); a list of freed blocks per size; the preparer thread, which keeps
 // spans ready (populated and read once) so that an allocating thread finds its pages in place. And the library's
 // operator new and delete, which send a FactsScope's blocks here (they are the library's own: the version script keeps
 // them out of the job's symbol namespace).
-#include "base/facts_memory.h"
+#include "process/arena.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -18,8 +18,8 @@
 #include <new>
 
 #include "arch/cpu.h"
-#include "base/fork_locks.h"
-#include "base/reentry.h"
+#include "process/fork_locks.h"
+#include "thread/reentry.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL, and pages then fault on first use
@@ -39,7 +39,7 @@ static_assert(kSegment % kSpan == 0 && kSpan % kFactsLargest == 0 && kSizes <= 2
 
 thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 
-// The facts memory's lock: held for a few dozen instructions (a block taken or given back, a span claimed), by
+// The arena's lock: held for a few dozen instructions (a block taken or given back, a span claimed), by
 // threads building kernels' facts and by the preparer. A first launch takes it about 70 times: as a pthread mutex,
 // about a microsecond of the launch.
 class SpinLock {
@@ -94,7 +94,7 @@ void fork_child() {
 }
 
 SpinLock& facts_lock() {
-  register_fork_lock(ForkLock::kFactsMemory, {fork_prepare, fork_parent, fork_child});
+  register_fork_lock(ForkLock::kArena, {fork_prepare, fork_parent, fork_child});
   return g_lock;
 }
 
@@ -131,7 +131,7 @@ int claim_spans(int most, uintptr_t* first) {
   return n;
 }
 
-// Pages of the facts memory asked for in one call rather than faulted in one at a time. False: the kernel refused.
+// Pages of the facts arena asked for in one call rather than faulted in one at a time. False: the kernel refused.
 // The whole pages under [at, at + bytes) (a span lies inside one page of 4 KiB, or shares a 16 or 64 KiB one with its
 // neighbours: populating a page again is harmless); segments start on a page, so the rounding stays inside one.
 bool populate(uintptr_t at, std::size_t bytes) {
@@ -171,7 +171,7 @@ bool prepare_round() {
       return false;
     }
     n = claim_spans(kReadyMost - g_ready_count, &first);
-    g_preparer = n ? Preparer::kBusy : Preparer::kGone;  // none: the facts memory is full
+    g_preparer = n ? Preparer::kBusy : Preparer::kGone;  // none: the facts arena is full
     ask = g_stats.populate_works;
   }
   if (n == 0) return false;
@@ -245,7 +245,7 @@ PreparerStep preparer_step() {
   return PreparerStep::kAsk;
 }
 
-// Caller holds g_lock. A block of size class `c` (nullptr: the facts memory is full).
+// Caller holds g_lock. A block of size class `c` (nullptr: the facts arena is full).
 void* take_block(std::size_t c) {
   const std::size_t size = (c + 1) * kGrain;
   void* p = g_free_blocks[c];

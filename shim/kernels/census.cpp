@@ -1,12 +1,12 @@
 // tmaguard shim: inspect mode's census (census.h): counted by every inspected launch, written at exit.
-#include "launch/census.h"
+#include "kernels/census.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
-#include "base/launch_words.h"
-#include "launch/kernel_table.h"
+#include "thread/thread_words.h"
+#include "kernels/kernel_table.h"
 #include "report/reporter.h"
 #include "tmaguard/config.h"
 #include "tmaguard/report.h"

@@ -1,18 +1,16 @@
 // tmaguard shim: the clean-launch memo's state (memo.h says what it holds and who asks).
-#include "launch/memo.h"
+#include "memo/memo.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#include "base/counters.h"
-#include "launch/declared.h"
-#include "launch/device_audit.h"
+#include "process/counters.h"
 
 namespace tmaguard {
 
-// The launch path's thread-local object (memo.h: LaunchTls), as the bytes the rooms below see (launch_words.h); zero
+// The launch path's thread-local object (memo.h: LaunchTls), as the bytes the rooms below see (thread_words.h); zero
 // at a thread's start, as its words and memo begin.
 alignas(LaunchTls) thread_local unsigned char t_launch_tls[sizeof(LaunchTls)] __attribute__((tls_model("initial-exec")));
 
@@ -133,7 +131,7 @@ void catch_up_with_kernel_epoch() {
 
 }  // namespace
 
-MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
+MemoEntry& entry(CUfunction f, const LaunchArgs* args, uint64_t declared) {
   catch_up_with_kernel_epoch();
   MemoEntry& e = memo_detail::slot(f);
   const bool known = e.f == f && e.info;
@@ -152,7 +150,7 @@ MemoEntry& entry(CUfunction f, const LaunchArgs* args) {
   e.f = f;
   e.info = info;
   e.block = this_memo().blocks ? this_memo().blocks + (&e - this_memo().entries) : nullptr;
-  e.identity = kernel_identity(info) ^ declared_seed();
+  e.identity = kernel_identity(info) ^ declared;
   fill(e, *info);
   return e;
 }

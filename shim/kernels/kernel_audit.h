@@ -1,5 +1,5 @@
 // tmaguard shim: what the device-map audit keeps per kernel. Each KernelInfo holds one (built with the kernel's facts,
-// freed with them); only the audit (device_audit.cpp) plans and changes it.
+// freed with them): planned with the facts (kernel_audit.cpp), changed by the audit alone (launch/device_audit.cpp).
 #pragma once
 
 #include <atomic>

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "base/cuda_names.h"
-#include "base/launch_words.h"
+#include "driver/cuda_names.h"
+#include "thread/thread_words.h"
 #include "core/struct_search.h"
-#include "launch/census.h"
-#include "launch/kernel_audit.h"
+#include "kernels/census.h"
+#include "kernels/kernel_audit.h"
 #include "tmaguard/judge.h"
 #include "tmaguard/launch.h"
 
@@ -100,5 +100,16 @@ void forget_kernels_of(const void* owner, const void* module = nullptr);
 //! the address would then find the freed kernel's clean launches (a transposed dK passed as another kernel's clean
 //! maps).
 inline uint64_t kernel_identity(const KernelInfo* k) { return k->serial; }
+
+// ---- the audit's share of a kernel (kernel_audit.h), planned with its facts (kernel_audit.cpp) and changed by the
+// device audit alone (launch/device_audit.cpp)
+
+//! Plans the audit of a kernel whose facts are being built (`stale`: the facts they replace, whose budget carries
+//! over; nullptr for a new kernel): which places may hold device addresses, and how many launches are audited.
+void plan_audit(KernelInfo& k, const KernelInfo* stale);
+//! Whether launches of this kernel are still audited (its first TMAGUARD_DEVICE_AUDIT launches with pointers).
+inline bool audit_due(const KernelInfo& k) { return k.audit.launches_left.load(std::memory_order_relaxed) != 0; }
+//! Whether the audit is done with this kernel after the launch now being checked (its last audited one).
+inline bool audit_ending(const KernelInfo& k) { return k.audit.launches_left.load(std::memory_order_relaxed) <= 1; }
 
 }  // namespace tmaguard

@@ -1,5 +1,5 @@
 // tmaguard shim: the process's secret hash key (hash_key.h).
-#include "base/hash_key.h"
+#include "process/hash_key.h"
 
 #include <sys/auxv.h>
 #include <sys/random.h>

@@ -26,7 +26,7 @@ namespace tmaguard {
 inline constexpr std::size_t kFactsLargest = 4096;         // larger blocks come from the heap
 inline constexpr std::size_t kFactsMaxBytes = 1ull << 30;  // at most (16 MiB segments, mapped as needed)
 
-//! While one lives on this thread, operator new takes blocks of at most kFactsLargest bytes from the facts memory.
+//! While one lives on this thread, operator new takes blocks of at most kFactsLargest bytes from the facts arena.
 //! Nestable; cheap (a thread-local count).
 class FactsScope {
  public:
@@ -36,12 +36,12 @@ class FactsScope {
   FactsScope& operator=(const FactsScope&) = delete;
 };
 
-//! A block of `n` bytes (16-byte aligned) from the facts memory when a FactsScope lives on this thread; nullptr
-//! otherwise, or when `n` is over kFactsLargest or the facts memory is full (the caller takes the heap's).
+//! A block of `n` bytes (16-byte aligned) from the facts arena when a FactsScope lives on this thread; nullptr
+//! otherwise, or when `n` is over kFactsLargest or the facts arena is full (the caller takes the heap's).
 void* facts_allocate(std::size_t n);
 //! Frees `p` and returns true when it came from facts_allocate; false otherwise (nothing done).
 bool facts_free(void* p);
-//! Whether `p` lies in the facts memory.
+//! Whether `p` lies in the facts arena.
 bool facts_owns(const void* p);
 
 struct FactsStats {

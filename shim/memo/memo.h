@@ -34,14 +34,14 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "base/hash_key.h"
+#include "process/hash_key.h"
 #include "arch/cpu.h"
-#include "base/reentry.h"
-#include "base/launch_words.h"
+#include "thread/reentry.h"
+#include "thread/thread_words.h"
 #include "core/launch_key.h"
 #include "tmaguard/config.h"
-#include "launch/kernel_table.h"
-#include "launch/launch_view.h"
+#include "kernels/kernel_table.h"
+#include "kernels/launch_view.h"
 
 namespace tmaguard {
 
@@ -133,7 +133,7 @@ struct alignas(64) MemoThread {
   CleanBlock* blocks;
   std::size_t ring_bytes;  // what this thread's rings hold
 };
-//! The launch path's thread-local object (launch_words.h: t_launch_tls, defined in memo.cpp): the thread's words,
+//! The launch path's thread-local object (thread_words.h: t_launch_tls, defined in memo.cpp): the thread's words,
 //! then its memo, so that a launch's look reads its entry through the same GOT entry as its gate (accesses stay
 //! %fs-relative).
 struct alignas(64) LaunchTls {
@@ -152,8 +152,12 @@ __attribute__((always_inline)) inline MemoThread& this_memo() {
 //! kernel table when the entry holds another kernel or kernel facts were replaced since this thread last looked; a
 //! kernel seen for the first time is searched with `args` as it is built; a known one is searched again (once) when
 //! it waited for readable bytes or a watched place now holds a map (kernel_table.h: needs_new_search). `args`: the
-//! launch's parameters, nullptr when none are readable.
-MemoEntry& entry(CUfunction f, const LaunchArgs* args);
+//! launch's parameters, nullptr when none are readable. `declared`: the seed of the thread's declared tensors
+//! (launch/declared.h: declared_seed; kNothingDeclared: none), folded into the launch keys of an entry made now (a
+//! change of declarations makes every entry afresh: invalidate_this_threads_entries).
+MemoEntry& entry(CUfunction f, const LaunchArgs* args, uint64_t declared);
+//! The seed of a thread that declares no tensors.
+inline constexpr uint64_t kNothingDeclared = 0;
 //! Forgets every entry of this thread, and with them their clean keys, copies and rings (kernel facts were replaced);
 //! the next launch of each kernel makes its entry afresh.
 void forget_this_threads_entries();

@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include "base/launch_words.h"
+#include "thread/thread_words.h"
 
 namespace tmaguard {
 

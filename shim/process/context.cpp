@@ -1,5 +1,5 @@
-// tmaguard shim: the process's context and path facts (process_facts.h).
-#include "base/process_facts.h"
+// tmaguard shim: the process's context and path facts (context.h).
+#include "process/context.h"
 
 #include <sys/stat.h>
 #include <sys/syscall.h>

@@ -1,4 +1,4 @@
-// The base room's facts memory, without a process: blocks taken in a FactsScope, given back, reused; the preparer
+// The process room's arena (where kernels' facts live), without a process: blocks taken in a FactsScope, given back, reused; the preparer
 // thread; a forked child.
 #include <dirent.h>
 #include <sched.h>
@@ -15,23 +15,23 @@
 #include <thread>
 #include <vector>
 
-#include "base/facts_memory.h"
+#include "process/arena.h"
 
 namespace tmaguard {
 namespace {
 
-TEST(FactsMemory, OutsideAScopeNothingComesFromIt) {
+TEST(Arena, OutsideAScopeNothingComesFromIt) {
   EXPECT_EQ(facts_allocate(64), nullptr);
   auto* v = new std::vector<int>(100);
   EXPECT_FALSE(facts_owns(v->data()));
   EXPECT_FALSE(facts_owns(v));
   delete v;
   int on_stack = 0;
-  EXPECT_FALSE(facts_free(&on_stack)) << "memory that is not the facts memory's was taken for its own";
+  EXPECT_FALSE(facts_free(&on_stack)) << "memory that is not the facts arena's was taken for its own";
   EXPECT_FALSE(facts_free(nullptr));
 }
 
-TEST(FactsMemory, InAScopeBlocksComeFromItAlignedDistinctAndReusedBySize) {
+TEST(Arena, InAScopeBlocksComeFromItAlignedDistinctAndReusedBySize) {
   FactsScope scope;
   std::vector<std::pair<void*, std::size_t>> blocks;
   for (const std::size_t n : {0, 1, 15, 16, 17, 100, 384, 1000, 2048, 2064, 4095, 4096}) {
@@ -45,16 +45,16 @@ TEST(FactsMemory, InAScopeBlocksComeFromItAlignedDistinctAndReusedBySize) {
   for (std::size_t i = 0; i < blocks.size(); ++i)  // no block overlaps another: each still holds its own bytes
     for (std::size_t b = 0; b < blocks[i].second; ++b)
       ASSERT_EQ(static_cast<uint8_t*>(blocks[i].first)[b], blocks[i].second & 0xff) << "block of " << blocks[i].second;
-  EXPECT_EQ(facts_allocate(kFactsLargest + 1), nullptr) << "a block over the largest size came from the facts memory";
+  EXPECT_EQ(facts_allocate(kFactsLargest + 1), nullptr) << "a block over the largest size came from the facts arena";
   void* p = blocks[5].first;  // 100 bytes: the 112-byte size
   ASSERT_TRUE(facts_free(p));
   EXPECT_EQ(facts_allocate(105), p) << "a freed block was not reused for a block of its size";
   for (auto& [q, n] : blocks) EXPECT_TRUE(facts_free(q));
 }
 
-TEST(FactsMemory, OperatorNewInAScopeTakesItsBlocksAndDeleteGivesThemBack) {
+TEST(Arena, OperatorNewInAScopeTakesItsBlocksAndDeleteGivesThemBack) {
 #if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer builds keep the sanitizer's operator new (facts_memory.cpp)";
+  GTEST_SKIP() << "AddressSanitizer builds keep the sanitizer's operator new (arena.cpp)";
 #endif
   const std::size_t before = facts_stats().in_use;
   std::string* s = nullptr;
@@ -69,15 +69,15 @@ TEST(FactsMemory, OperatorNewInAScopeTakesItsBlocksAndDeleteGivesThemBack) {
   EXPECT_TRUE(facts_owns(v->data()));
   EXPECT_GT(facts_stats().in_use, before);
   EXPECT_EQ(std::string(200, 'x'), *s);
-  delete s;  // outside the scope: still given back to the facts memory
+  delete s;  // outside the scope: still given back to the facts arena
   delete v;
   EXPECT_EQ(facts_stats().in_use, before);
   FactsScope scope;
   auto big = std::make_unique<std::vector<char>>(kFactsLargest + 1);
-  EXPECT_FALSE(facts_owns(big->data())) << "a block over the largest size came from the facts memory";
+  EXPECT_FALSE(facts_owns(big->data())) << "a block over the largest size came from the facts arena";
 }
 
-TEST(FactsMemory, ThreadsAllocatingAtOnceNeverShareABlock) {
+TEST(Arena, ThreadsAllocatingAtOnceNeverShareABlock) {
   const std::size_t before = facts_stats().in_use;
   std::vector<std::thread> threads;
   std::vector<int> bad(8, 0);
@@ -122,7 +122,7 @@ int policy_of_thread(const std::string& name) {
   return policy;
 }
 
-TEST(FactsMemory, ThePreparerKeepsSpansReadyOnATimeNoOtherThreadWants) {
+TEST(Arena, ThePreparerKeepsSpansReadyOnATimeNoOtherThreadWants) {
   FactsScope scope;
   std::vector<void*> blocks;
   for (int i = 0; i < 300; ++i) blocks.push_back(facts_allocate(4096));  // 300 spans: the preparer is wanted
@@ -138,7 +138,7 @@ TEST(FactsMemory, ThePreparerKeepsSpansReadyOnATimeNoOtherThreadWants) {
   for (void* p : blocks) facts_free(p);
 }
 
-TEST(FactsMemory, AForkedChildTakesAndGivesBackBlocks) {
+TEST(Arena, AForkedChildTakesAndGivesBackBlocks) {
   {
     FactsScope scope;
     facts_free(facts_allocate(64));  // the parent has used it (and may have a preparer)

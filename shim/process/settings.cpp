@@ -1,5 +1,5 @@
 // tmaguard shim: the TMAGUARD_* environment, read once.
-#include "base/settings.h"
+#include "process/settings.h"
 
 #include <sys/auxv.h>
 #include <limits.h>

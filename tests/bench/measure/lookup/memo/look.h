@@ -1,10 +1,10 @@
-// The `lookup` measurement build's look (shim/launch/look.h says how it is chosen): the memo's look of the shipped
+// The `lookup` measurement build's look (shim/memo/look.h says how it is chosen): the memo's look of the shipped
 // fast pass (memo.h), then a known kernel's repeat with maps in its entry passes without its maps or watched places
 // being read, so that what the compare adds is the real build's figure less this one's. It does not guard anything.
 #pragma once
 
-#include "launch/launch_view.h"
-#include "launch/memo.h"
+#include "kernels/launch_view.h"
+#include "memo/memo.h"
 
 namespace tmaguard {
 

@@ -3,7 +3,7 @@
 // sees the same LaunchView; its parameters are read only through it (param(), args()).
 #pragma once
 
-#include "base/cuda_names.h"
+#include "driver/cuda_names.h"
 #include "tmaguard/launch.h"
 
 namespace tmaguard {

@@ -1,5 +1,5 @@
 // tmaguard shim: the one fork handler (fork_locks.h).
-#include "base/fork_locks.h"
+#include "process/fork_locks.h"
 
 #include <pthread.h>
 
