@@ -39,11 +39,12 @@ struct KernelInfo {
   bool search_pending = false;    // a parameter over 128 bytes not (fully) searched yet: the launch that built this
                                   // gave no readable bytes for it; the next launch that does searches again
   unsigned searches = 0;          // searches made for this handle so far (bounded: kMaxSearches)
+  // Two tiers of "known clean" kept with the kernel's facts, read and written by the memo room alone (memo/look.h).
   // The launch key of this kernel's last launch found clean on any thread (memo.h: is_clean_key): a kernel whose
   // thread entry and process-wide key were pushed out by thousands of other kernels is known again by it, for 8 bytes.
   mutable std::atomic<uint64_t> clean_key{0};
   // Launches judged in full with nothing said and every map decoded, compiled (judge.h: MovedMaps), one per layout
-  // (launch_check.cpp: layout_of), from the kernel's second such launch on: a launch of one of these layouts whose
+  // (memo.h: layout_key, learn_moved_maps), from the kernel's second such launch on: a launch of one of these layouts whose
   // maps only moved is judged by what reads their addresses. Each slot set once, freed with the record; about 250
   // bytes per map and layout. `judged_clean`: a first such launch was seen (a kernel launched once compiles nothing);
   // `uncompiled`: launches that could not be compiled (a map no map, a rule whose `when` reads addresses): after

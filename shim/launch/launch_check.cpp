@@ -168,35 +168,6 @@ std::vector<TensorMapParam> decode_needed(const Collected& c, bool all, std::vec
   return maps;
 }
 
-// The layout of a launch: its launch key with every map's global address (bytes 0..7, in every form) left out. Two
-// launches of one layout differ in their maps' addresses alone.
-uint64_t layout_of(const Collected& c) {
-  alignas(16) uint8_t masked[kTensorMapBytes];
-  auto without_address = [&](std::size_t i) {
-    std::memcpy(masked, c.bytes[i], kTensorMapBytes);
-    std::memset(masked, 0, sizeof(uint64_t));
-    return masked;
-  };
-  uint64_t key = 0;
-  launch_key(c.entry->identity, g_hash_key, c.bytes.size(), without_address, &key);
-  return key;
-}
-
-// A launch whose maps only moved since a launch of the kernel judged in full with nothing said (KernelInfo::moved, one
-// per layout): judged by what its judgement asks of addresses (judge.h: MovedMaps), without decoding a map.
-bool moved_clean(const Collected& c, uint64_t layout) {
-  const KernelInfo& k = *c.kernel;
-  for (std::size_t s = 0; s < kMovedLayouts; ++s) {
-    if (layout != k.moved_layout[s].load(std::memory_order_acquire)) continue;
-    const MovedMaps* m = k.moved[s].load(std::memory_order_relaxed);
-    uint64_t addresses[MovedMaps::kMaxMaps];
-    if (!m || m->size() != c.bytes.size()) return false;
-    for (std::size_t i = 0; i < c.bytes.size(); ++i) std::memcpy(&addresses[i], c.bytes[i], sizeof(uint64_t));
-    return m->clean_at(addresses);
-  }
-  return false;
-}
-
 // Every map of the launch in slot order: those decoded for it, and those a kernel without rules skipped because their
 // bytes passed before (decoded now: a compile needs each map's view).
 std::vector<TensorMapParam> every_map(const Collected& c, const std::vector<TensorMapParam>& maps,
@@ -213,34 +184,12 @@ std::vector<TensorMapParam> every_map(const Collected& c, const std::vector<Tens
   return all;
 }
 
-// A launch judged in full with nothing said becomes what later launches of its layout whose maps only moved are
-// judged against: from the kernel's second such launch on (a kernel launched once, most of a job's many kernels,
-// keeps no more than its facts), for up to kMovedLayouts layouts (a few sequence-length buckets). Each slot is set
-// once: its facts are read by every thread without a lock.
+// A launch judged in full with nothing said: what later launches of its layout whose maps only moved are judged
+// against (memo.h: learn_moved_maps).
 void learn_layout(const Collected& c, const std::vector<TensorMapParam>& maps, const std::vector<std::size_t>& slots,
                   uint64_t layout) {
-  const KernelInfo& k = *c.kernel;
-  if (k.judged_clean.load(std::memory_order_relaxed) == 0) {
-    k.judged_clean.store(1, std::memory_order_relaxed);
-    return;
-  }
-  if (k.uncompiled.load(std::memory_order_relaxed) >= kMovedLayouts) return;
-  std::size_t free_slot = kMovedLayouts;
-  for (std::size_t s = 0; s < kMovedLayouts; ++s) {
-    if (k.moved_layout[s].load(std::memory_order_acquire) == layout) return;  // known (its check failed on this move)
-    if (free_slot == kMovedLayouts && !k.moved[s].load(std::memory_order_relaxed)) free_slot = s;
-  }
-  if (free_slot == kMovedLayouts) return;
-  std::unique_ptr<const MovedMaps> m = MovedMaps::compile(rules(), k.rules, every_map(c, maps, slots));
-  if (!m) {
-    const auto tries = static_cast<uint8_t>(k.uncompiled.load(std::memory_order_relaxed) + 1);
-    k.uncompiled.store(tries, std::memory_order_relaxed);
-    return;
-  }
-  const MovedMaps* expected = nullptr;
-  if (!k.moved[free_slot].compare_exchange_strong(expected, m.get())) return;
-  m.release();  // the kernel's facts own it now (kernel_table.h)
-  k.moved_layout[free_slot].store(layout, std::memory_order_release);
+  learn_moved_maps(*c.kernel, layout,
+                   [&] { return MovedMaps::compile(rules(), c.kernel->rules, every_map(c, maps, slots)); });
 }
 
 // learn_layout on a launch already judged clean: without memory for the compile it stays uncompiled, and the launch
@@ -301,7 +250,7 @@ Verdict report(const Collected& c, const std::vector<TensorMapParam>& maps, cons
   // Nor are launches a rule knew but could not judge (launch_unchecked): each one is counted, and said once.
   const bool judged = j.not_checkable.empty() && !launch_unchecked(findings);
   if (judged) bump(this_thread_words().launches_checked);
-  if (!has_errors(findings) && judged) remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
+  if (!has_errors(findings) && judged) remember(*c.entry, c.key, c.bytes.data(), true);
   if (findings.empty()) {
     if (layout && j.not_checkable.empty()) learn_layout_if_memory(c, maps, slots, layout);
     return Verdict::kRun;
@@ -334,16 +283,16 @@ Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
   }
   if (!inspecting && is_clean_key(*c.entry, c.key)) {
     bump(t.launches_checked);
-    remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, false);
+    remember(*c.entry, c.key, c.bytes.data(), false);
     return Verdict::kRun;
   }
   const DeclaredSet declared = declared_tensors();  // every map is compared with them, passed before or not
   // Declared tensors and inspect mode look at every address: such launches are always judged in full.
-  const uint64_t layout = !inspecting && declared.empty() ? layout_of(c) : 0;
-  if (layout && moved_clean(c, layout)) {
+  const uint64_t layout = !inspecting && declared.empty() ? layout_key(*c.entry, c.bytes.size(), c.bytes.data()) : 0;
+  if (layout && moved_maps_clean(*c.kernel, layout, c.bytes.size(), c.bytes.data())) {
     bump(t.launches_checked);
     bump(t.launches_moved);
-    remember(*c.entry, c.key, [&](std::size_t i) { return c.bytes[i]; }, true);
+    remember(*c.entry, c.key, c.bytes.data(), true);
     return Verdict::kRun;
   }
   std::vector<std::size_t> slots;

@@ -1,5 +1,7 @@
-// tmaguard shim: the clean-launch memo's state (memo.h says what it holds and who asks).
-#include "memo/memo.h"
+// tmaguard shim: the clean-launch memo's state: the thread's object, its entries, blocks and rings, the process's
+// clean keys and map hashes, and the moved layouts kept in a kernel's facts (look.h tells the whole story; the
+// passes that read this state: passes.cpp).
+#include "memo/memo_inside.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -237,101 +239,6 @@ LayerRing* ring_with_room(CleanBlock& b, std::size_t stride) {
   return grown;
 }
 
-namespace {
-
-// A counted pass of a launch with maps.
-inline bool counted_pass(const MemoEntry& e) {
-  bump(this_thread_words().launches_seen);
-  if (e.count) bump(this_thread_words().launches_checked);
-  return true;
-}
-
-// A repeat whose maps are not the entry's copy: the ring's next layer, or one of the entry's clean keys. Out of line,
-// so that a repeat of the copy saves no register for the hash.
-__attribute__((noinline)) bool other_layer_pass(MemoEntry& e, void* const* kernel_params) {
-  if (!ring_pass(e, kernel_params) && !pass_by_entry_key(e, e.count, EntrySlots{e, kernel_params})) return false;
-  return counted_pass(e);
-}
-
-// Whether the entry's maps (map i at `at(i)`, nullptr: not readable) equal its copy. The first map is tested alone
-// (a kernel launched per layer differs from the copy there, and goes on to the ring at once); the others'
-// differences are OR-ed into one accumulator, tested once at the end.
-template <std::size_t W, typename At>
-__attribute__((always_inline)) inline bool maps_equal(std::size_t n, const uint8_t* copy, const At& at) {
-  typename cpu::Lanes<W>::type acc = {};
-  const uint8_t* first = at(0);
-  if (!first) return false;
-  cpu::fold_difference<W>(acc, first, copy);
-  if (!cpu::all_zero<W>(acc)) return false;
-  for (std::size_t i = 1; i < n; ++i) {
-    const uint8_t* map = at(i);
-    if (!map) return false;
-    cpu::fold_difference<W>(acc, map, copy + kTensorMapBytes * i);
-  }
-  return cpu::all_zero<W>(acc);
-}
-
-// Whether the entry's maps equal its copy.
-template <std::size_t W>
-__attribute__((always_inline)) inline bool equals_copy(const MemoEntry& e, void* const* kernel_params) {
-  if (!e.clean_key || e.count > kCopiedMaps || !e.block) return false;
-  const uint8_t* copy = e.block->maps;
-  return e.at == MapsAt::kParams ? maps_equal<W>(e.count, copy, ParamSlots{e, kernel_params})
-                                 : maps_equal<W>(e.count, copy, PairSlots{e, kernel_params});
-}
-
-// The entry's maps against its copy (W bytes a step), then the other layers' (other_layer_pass); counted when they
-// pass. Calls nothing but in tail position: the pass that inlines it saves no register.
-template <std::size_t W>
-__attribute__((always_inline)) inline bool copy_pass(MemoEntry& e, void* const* kernel_params) {
-  if (e.count && !equals_copy<W>(e, kernel_params)) return other_layer_pass(e, kernel_params);  // 0: watched alone
-  return counted_pass(e);
-}
-
-// A repeat whose watched places' words 13 are not all 0 (other data written there, or a map): the full question,
-// then the rest of the pass. Cold, and called in tail position.
-__attribute__((noinline, cold)) bool watched_changed_pass(MemoEntry& e, void* const* kernel_params) {
-  if (!watched_clean_slow(e, kernel_params)) return false;  // the full check searches again
-  return copy_pass<16>(e, kernel_params);
-}
-
-// maps_pass_wide and maps_pass_narrow, with the copy compared W bytes a step.
-template <std::size_t W>
-__attribute__((always_inline)) inline bool maps_pass_as(MemoEntry& e, void* const* kernel_params) {
-  if (e.at >= MapsAt::kKernelInfo || !kernel_params) return false;  // the rest, or the full check
-  if (e.watch_count && !watched_words_zero(e, kernel_params)) return watched_changed_pass(e, kernel_params);
-  return copy_pass<W>(e, kernel_params);
-}
-
-}  // namespace
-
-// Compiled for the CPU's wide compare (x86-64: AVX2, its 32-byte lanes in ymm registers, whose upper halves the
-// compiler clears on return), called only where cpu::compares_wide() said so.
-__attribute__((noinline)) TG_WIDE_COMPARE bool maps_pass_wide(MemoEntry& e, void* const* kernel_params) {
-  return maps_pass_as<cpu::kWideLanes>(e, kernel_params);
-}
-
-__attribute__((noinline)) bool maps_pass_narrow(MemoEntry& e, void* const* kernel_params) {
-  return maps_pass_as<16>(e, kernel_params);
-}
-
-bool ring_pass(MemoEntry& e, void* const* kernel_params) {
-  if (!e.block) return false;
-  LayerRing* r = e.block->ring;
-  if (!r || r->size == 0 || r->stride != e.count * kTensorMapBytes) return false;
-  const EntrySlots slots{e, kernel_params};
-  uint8_t at = r->next;
-  for (int tries = 0; tries < 2; ++tries, at = r->after(at)) {
-    if (same_as_copy(r->copy(at), e.count, slots)) {
-      r->last = at;
-      r->next = r->after(at);
-      if (e.clean_key) e.clean_key = r->key[at];  // 0: the entry has no valid copy, and must not seem to
-      return true;
-    }
-  }
-  return false;
-}
-
 bool shared_key_known(uint64_t key) {
   if (!key) return false;
   const SharedSet& set = g_shared[key % kSharedSets];
@@ -350,4 +257,69 @@ void insert_shared_key(uint64_t key) {
 }
 
 }  // namespace memo_detail
+
+void remember(MemoEntry& e, uint64_t key, const uint8_t* const* maps, bool shared) {
+  if (shared) {
+    memo_detail::insert_shared_key(key);
+    if (e.info) e.info->clean_key.store(key, std::memory_order_relaxed);
+  }
+  memo_detail::remember_local(e, key, [maps](std::size_t i) { return maps[i]; });
+}
+
+uint64_t layout_key(const MemoEntry& e, std::size_t n, const uint8_t* const* maps) {
+  alignas(16) uint8_t masked[kTensorMapBytes];
+  auto without_address = [&](std::size_t i) {
+    std::memcpy(masked, maps[i], kTensorMapBytes);
+    std::memset(masked, 0, sizeof(uint64_t));
+    return masked;
+  };
+  uint64_t key = 0;
+  launch_key(e.identity, g_hash_key, n, without_address, &key);
+  return key;
+}
+
+bool moved_maps_clean(const KernelInfo& k, uint64_t layout, std::size_t n, const uint8_t* const* maps) {
+  for (std::size_t s = 0; s < kMovedLayouts; ++s) {
+    if (layout != k.moved_layout[s].load(std::memory_order_acquire)) continue;
+    const MovedMaps* m = k.moved[s].load(std::memory_order_relaxed);
+    uint64_t addresses[MovedMaps::kMaxMaps];
+    if (!m || m->size() != n) return false;
+    for (std::size_t i = 0; i < n; ++i) std::memcpy(&addresses[i], maps[i], sizeof(uint64_t));
+    return m->clean_at(addresses);
+  }
+  return false;
+}
+
+namespace memo_detail {
+
+// Each slot is set once: its facts are read by every thread without a lock.
+bool moved_slot_wanted(const KernelInfo& k, uint64_t layout, std::size_t* slot) {
+  if (k.judged_clean.load(std::memory_order_relaxed) == 0) {
+    k.judged_clean.store(1, std::memory_order_relaxed);
+    return false;
+  }
+  if (k.uncompiled.load(std::memory_order_relaxed) >= kMovedLayouts) return false;
+  std::size_t free_slot = kMovedLayouts;
+  for (std::size_t s = 0; s < kMovedLayouts; ++s) {
+    if (k.moved_layout[s].load(std::memory_order_acquire) == layout) return false;  // known (its check failed on a move)
+    if (free_slot == kMovedLayouts && !k.moved[s].load(std::memory_order_relaxed)) free_slot = s;
+  }
+  *slot = free_slot;
+  return free_slot != kMovedLayouts;
+}
+
+void keep_moved_maps(const KernelInfo& k, std::size_t slot, uint64_t layout, std::unique_ptr<const MovedMaps> m) {
+  if (!m) {
+    const auto tries = static_cast<uint8_t>(k.uncompiled.load(std::memory_order_relaxed) + 1);
+    k.uncompiled.store(tries, std::memory_order_relaxed);
+    return;
+  }
+  const MovedMaps* expected = nullptr;
+  if (!k.moved[slot].compare_exchange_strong(expected, m.get())) return;
+  m.release();  // the kernel's facts own it now (kernel_table.h)
+  k.moved_layout[slot].store(layout, std::memory_order_release);
+}
+
+}  // namespace memo_detail
+
 }  // namespace tmaguard

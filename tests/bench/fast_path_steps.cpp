@@ -27,7 +27,7 @@
 #include "arch/cpu.h"
 #include "core/launch_key.h"
 #include "fakecuda.h"
-#include "memo/memo.h"
+#include "memo/memo_inside.h"
 #include "runtime/runtime.h"
 #include "tmaguard/judge.h"
 #include "tmaguard/rules.h"

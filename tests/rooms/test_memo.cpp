@@ -12,7 +12,7 @@
 #include "process/counters.h"
 #include "arch/cpu.h"
 #include "core/struct_search.h"
-#include "memo/memo.h"
+#include "memo/memo_inside.h"  // the memo's own state, which these tests look into
 #include "room_maps.h"
 #include "tmaguard/tensormap.h"
 
