@@ -4,7 +4,7 @@
 add_executable(room_tests rooms/room_setup.cpp rooms/stand_in_wrappers.cpp rooms/test_provenance.cpp
                           rooms/test_allocations.cpp rooms/test_kernel_table.cpp rooms/test_reentry.cpp
                           rooms/test_memo.cpp rooms/test_map_compare.cpp rooms/test_arena.cpp
-                          rooms/test_python_frames.cpp rooms/test_declared.cpp rooms/test_launch_check.cpp
+                          rooms/test_python_frames.cpp rooms/test_declared.cpp rooms/test_full_check.cpp
                           rooms/test_device_audit.cpp rooms/test_reporter.cpp rooms/test_fleet.cpp
                           $<TARGET_OBJECTS:tmaguard_rooms>)
 target_include_directories(room_tests PRIVATE ${PROJECT_SOURCE_DIR}/shim ${CUDA_DRIVER_INCLUDE} fake_cuda ${TG_GENERATED})

@@ -23,10 +23,10 @@
 
 #include "tmaguard/config.h"
 #include "tmaguard/launch.h"
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 #include "tmaguard/rules.h"
 #include "tmaguard_version.h"
-#include "report.h"
+#include "rollup.h"
 
 namespace {
 

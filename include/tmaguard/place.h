@@ -14,7 +14,7 @@ namespace tmaguard {
 //!   Space::kDevice  in device memory a parameter points to: the pointer is parameter `param` (a whole 8-byte
 //!                   parameter, offset 0) or the 8-byte word `offset` bytes into a larger one; the map sits `at` bytes
 //!                   past the address it holds (read back after the kernel ran: device_audit)
-//! A new space adds its enumerator here, its spelling in to_string() and its JSON fields in report.cpp
+//! A new space adds its enumerator here, its spelling in to_string() and its JSON fields in records.cpp
 //! (docs/extending.md).
 struct MapPlace {
   enum class Space : uint8_t { kParam, kDevice };

@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tmaguard/checks.h"
+#include "tmaguard/descriptor_checks.h"
 #include "tmaguard/finding.h"
 
 namespace tmaguard {

@@ -1,7 +1,7 @@
 // tmaguard core: judging one launch (rules, then generic descriptor checks).
 #include "tmaguard/judge.h"
 
-#include "tmaguard/checks.h"
+#include "tmaguard/descriptor_checks.h"
 
 namespace tmaguard {
 

@@ -1,7 +1,7 @@
 // tmaguard core: a summary as Prometheus text-format metrics (the textfile collector's input). Pure.
 #include <fmt/format.h>
 
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 
 namespace tmaguard {
 namespace {

@@ -160,7 +160,7 @@ struct Decoder {
   // do not describe one are no map. Without the driver's two redundant words, a form must also name a known element
   // type. (A zero-filled region reads as a 1-byte box of uint8; small integers with a 16 where the span word goes,
   // as a driver-form map of 1-byte boxes: both fail here.) Under the hardware convention an impossible box is the
-  // driver-rule check's to judge (checks.cpp).
+  // driver-rule check's to judge (descriptor_checks.cpp).
   bool check_box_span() {
     if (hardware) return true;
     const uint64_t inner = v.kind == MapKind::kTiled ? v.box[0] : v.channels_per_pixel;

@@ -1,7 +1,7 @@
 // tmaguard shim: the compute capability of the GPU a launch runs on (the current context's device), cached.
 #pragma once
 
-#include "tmaguard/checks.h"
+#include "tmaguard/descriptor_checks.h"
 
 namespace tmaguard {
 

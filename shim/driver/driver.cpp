@@ -14,6 +14,7 @@
 #include <string>
 
 #include "process/settings.h"
+#include "process/init_state.h"
 #include "process/stderr_io.h"
 
 namespace tmaguard {

@@ -6,7 +6,7 @@
 //
 //   client --> cuLaunchKernel (ours, a thunk): passed(f, kernelParams): fast_pass (memo.h) --> real cuLaunchKernel
 //                                 \-> after_fast_pass: slow_pass(view) (memo.h) --> real cuLaunchKernel (tail call)
-//                                     \-> checked: TG_ENTER, check_launch(view) (launch_check.h) --> run | reject |
+//                                     \-> checked: TG_ENTER, check_launch(view) (full_check.h) --> run | reject |
 //                                         abort; after a run, audit_after_launch(view) (device_audit.h)
 //
 // The thunk (x86-64; elsewhere the same stages in C++) jumps to the driver or to after_fast_pass with the caller's
@@ -23,7 +23,7 @@
 #include "interpose/wrapper_params.h"
 #include "launch/device_audit.h"
 #include "launch/graph_node.h"
-#include "launch/launch_check.h"
+#include "launch/full_check.h"
 #include "memo/look.h"
 #include "memo/memo.h"
 #include "runtime/intercept.h"

@@ -9,7 +9,7 @@
 #include "kernels/kernel_table.h"
 #include "report/reporter.h"
 #include "tmaguard/config.h"
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 
 namespace tmaguard {
 namespace {

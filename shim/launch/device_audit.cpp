@@ -29,7 +29,7 @@
 #include "core/struct_search.h"
 #include "tmaguard/judge.h"
 #include "tmaguard/tensor_match.h"
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 
 namespace tmaguard {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "driver/cuda_names.h"
 #include "kernels/kernel_table.h"
-#include "launch/launch_check.h"
+#include "launch/full_check.h"
 #include "kernels/launch_view.h"
 
 namespace tmaguard {

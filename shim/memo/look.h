@@ -14,7 +14,7 @@
 // What the look could not pass goes to the wrapper's after_fast_pass, which asks slow_pass() (passes.cpp):
 //   5. the launch key against the kernel's last clean key and the process's clean keys; a kernel whose places live
 //      in its KernelInfo (more maps than an entry holds) compared and keyed there                     --> driver
-// and then to the full check (launch/launch_check.cpp), which asks and tells the memo through memo.h:
+// and then to the full check (launch/full_check.cpp), which asks and tells the memo through memo.h:
 //   6. entry() (the kernel's facts, searched on its first launch), the key again (is_clean_key), each map's content
 //      hash (map_passed_before), a layout whose maps only moved (moved_maps_clean); else every map is decoded and
 //      judged, and a clean launch is remembered (remember, remember_map, learn_moved_maps)     --> driver, or refused

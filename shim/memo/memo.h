@@ -79,7 +79,7 @@ __attribute__((always_inline)) inline MemoThread& this_memo() {
   return reinterpret_cast<LaunchTls*>(t_launch_tls)->memo;
 }
 
-// ---- what the full check asks and tells (launch_check.cpp)
+// ---- what the full check asks and tells (full_check.cpp)
 
 //! This thread's entry for `f`: the kernel's facts in force for this launch, in one lookup. Made afresh from the
 //! kernel table when the entry holds another kernel or kernel facts were replaced since this thread last looked; a

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "tmaguard/config.h"
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 
 namespace tmaguard {
 

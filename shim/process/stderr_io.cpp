@@ -19,16 +19,14 @@
 #include <cstring>
 #include <ctime>
 
-#include "thread/thread_words.h"
 #include "process/context.h"
 #include "process/settings.h"
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 
 namespace tmaguard {
 
 namespace {
 // Constant-initialised: nothing runs when the library is loaded.
-std::atomic<bool> g_cannot_work_said{false};
 }  // namespace
 
 // For the duration of a write: SIGPIPE blocked for this thread, and a SIGPIPE the write itself raised consumed (one
@@ -197,15 +195,6 @@ void write_stderr_line(const std::string& line, Notice kind) {
   const std::string message = line.rfind(kPrefix, 0) == 0 ? line.substr(kPrefix.size()) : line;
   const ProcessContext c = process_context(s.config);
   write_stderr_bounded(render_notice(kind, message, c, LogFormat::kJson) + "\n", kStderrLineTimeoutMs);
-}
-
-bool cannot_work_said() { return g_cannot_work_said.load(); }
-
-void report_cannot_work(const std::string& why) {
-  g_launch_globals.state.store(kDisabled, std::memory_order_release);
-  refresh_memo_gate();
-  if (g_cannot_work_said.exchange(true)) return;
-  write_stderr_line("tmaguard: cannot work: " + why + "; the job runs on unguarded", Notice::kCannotWork);
 }
 
 }  // namespace tmaguard

@@ -4,12 +4,10 @@
 #include <cstddef>
 #include <string>
 
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 
 namespace tmaguard {
 
-//! tmaguard cannot work: says so once, in one line, on stderr, then steps aside for good.
-void report_cannot_work(const std::string& why);
 //! Writes all of [p, p + n) to fd (false when the descriptor refuses it), with SIGPIPE blocked for the write: a
 //! reader that went away must not kill the job.
 bool write_whole(int fd, const char* p, std::size_t n);
@@ -33,8 +31,5 @@ inline constexpr int kStderrLineTimeoutMs = 2000;
 //! kStderrLineTimeoutMs. With TMAGUARD_LOG_FORMAT=json it is a JSON record of this kind of notice (the line without
 //! its "tmaguard: " as its message and body; its event and severity from notices.inc), like every other line.
 void write_stderr_line(const std::string& line, Notice kind = Notice::kStderrWarning);
-
-//! Whether tmaguard said it cannot work (it then stepped aside for good).
-bool cannot_work_said();
 
 }  // namespace tmaguard

@@ -5,7 +5,7 @@
 
 #include "driver/cuda_names.h"
 #include "driver/provenance.h"
-#include "tmaguard/checks.h"
+#include "tmaguard/descriptor_checks.h"
 #include "tmaguard/tensormap.h"
 
 namespace tmaguard {

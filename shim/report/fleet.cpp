@@ -28,7 +28,7 @@
 #include "process/settings.h"
 #include "process/stderr_io.h"
 #include "report/reporter.h"
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 #include "tmaguard_version.h"
 
 namespace tmaguard {

@@ -7,7 +7,7 @@
 
 #include "tmaguard/config.h"
 #include "tmaguard/finding.h"
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 
 namespace tmaguard {
 

@@ -19,8 +19,9 @@
 #include "driver/driver.h"
 #include "report/reporter.h"
 #include "process/settings.h"
+#include "process/init_state.h"
 #include "process/stderr_io.h"
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 #include "tmaguard/rules.h"
 #include "tmaguard_version.h"
 
@@ -147,12 +148,11 @@ bool armed_slow() {
   constexpr auto kWaitLimit = std::chrono::seconds(60);
   Clock::time_point deadline{};
   for (;;) {
-    uint64_t s = g_launch_globals.state.load(std::memory_order_acquire);
+    uint64_t s = init_state();
     if (s == kArmed) return true;
     if (s == kDisabled) return false;
     if (s == kUninit) {
-      const uint64_t mine = initing_state(static_cast<long>(getpid()));
-      if (!g_launch_globals.state.compare_exchange_strong(s, mine, std::memory_order_acq_rel)) continue;
+      if (!begin_init(s)) continue;
       t_initialising = true;
       bool ok = false;
       try {
@@ -161,18 +161,13 @@ bool armed_slow() {
         report_cannot_work(std::string("initialisation failed: ") + e.what());
       }
       t_initialising = false;
-      if (cannot_work_said()) ok = false;
-      uint64_t expected = mine;  // report_cannot_work() may have disabled tmaguard meanwhile
-      g_launch_globals.state.compare_exchange_strong(expected, ok ? kArmed : kDisabled, std::memory_order_acq_rel);
-      refresh_memo_gate();
-      return g_launch_globals.state.load(std::memory_order_acquire) == kArmed;
+      return end_init(ok);
     }
     // Another thread initialises.
     if (t_initialising) return false;
     if (initing_pid(s) != static_cast<long>(getpid())) {
       // Forked while a thread of the parent was initialising: that thread does not exist here. Start over.
-      g_launch_globals.state.compare_exchange_strong(s, kUninit, std::memory_order_acq_rel);
-      refresh_memo_gate();
+      restart_init(s);
       continue;
     }
     const Clock::time_point now = Clock::now();

@@ -19,7 +19,7 @@
 #include "direct_symbol.h"
 #include "fakecuda.h"
 #include "probe_steps.h"
-#include "tmaguard/checks.h"
+#include "tmaguard/descriptor_checks.h"
 #include "tmaguard/rules.h"
 #include "tmaguard/tensormap.h"
 

@@ -3,7 +3,7 @@
 // when the transposed map drew its finding and the healthy one none. Built against an installed prefix by
 // scripts/test-install.sh.
 #include <tmaguard/judge.h>
-#include <tmaguard/report.h>
+#include <tmaguard/records.h>
 #include <tmaguard/rules.h>
 #include <tmaguard/tensormap.h>
 

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "tmaguard/checks.h"
+#include "tmaguard/descriptor_checks.h"
 
 using namespace tmaguard;
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tmaguard/config.h"
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 #include "tmaguard/rules.h"
 #include "../processes/mode_values.h"
 

@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "golden_file.h"
-#include "tmaguard/checks.h"
+#include "tmaguard/descriptor_checks.h"
 #include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "tmaguard/checks.h"
+#include "tmaguard/descriptor_checks.h"
 #include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"
 

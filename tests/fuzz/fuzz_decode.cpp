@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "tmaguard/checks.h"
+#include "tmaguard/descriptor_checks.h"
 #include "tmaguard/launch.h"
 #include "tmaguard/tensormap.h"
 

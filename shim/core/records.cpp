@@ -1,5 +1,5 @@
 // tmaguard core: rendering of violation, notice and summary records (text lines or JSON lines).
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 
 #include "tmaguard/launch.h"
 

@@ -5,7 +5,7 @@
 //   judge:   decode every map, run the kernel's rules and the generic descriptor checks (pure core: judge.h)
 //   report:  provenance of the maps findings name, then the reporter applies the mode (run, reject, abort); what was
 //            found clean goes to the memo
-#include "launch/launch_check.h"
+#include "launch/full_check.h"
 
 #include <fmt/format.h>
 
@@ -32,7 +32,7 @@
 #include "core/launch_key.h"
 #include "tmaguard/judge.h"
 #include "tmaguard/tensor_match.h"
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 
 namespace tmaguard {
 namespace {

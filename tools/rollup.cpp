@@ -1,7 +1,7 @@
-// tmaguard-tool report: reads JSON-lines logs of any mode, record by record, into a roll-up (report.h). Field names
+// tmaguard-tool report: reads JSON-lines logs of any mode, record by record, into a roll-up (rollup.h). Field names
 // come from the record schema's one table (tmaguard/record_fields.inc, through tmaguard::field), as the library
 // writes them.
-#include "report.h"
+#include "rollup.h"
 
 #include <fmt/format.h>
 
@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "tmaguard/launch.h"
-#include "tmaguard/report.h"
+#include "tmaguard/records.h"
 #include "tmaguard_version.h"
 
 namespace tmaguard_tool {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "fakecuda.h"
-#include "launch/launch_check.h"
+#include "launch/full_check.h"
 #include "memo/memo.h"
 #include "report/reporter.h"
 #include "room_launch.h"

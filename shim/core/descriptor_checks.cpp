@@ -1,6 +1,6 @@
 // tmaguard core: the generic descriptor sanity check (what the driver would have refused to encode), with the
-// architecture policy of checks.h.
-#include "tmaguard/checks.h"
+// architecture policy of descriptor_checks.h.
+#include "tmaguard/descriptor_checks.h"
 
 #include <fmt/format.h>
 
