@@ -35,7 +35,6 @@ namespace {
 // The rules in force: written once by the initialising thread, then read-only. Deliberately never freed: other
 // threads read it without a lock until the process ends, exit handlers included.
 const std::shared_ptr<const RuleSet>* g_rules = nullptr;
-const Config* g_config = nullptr;  // likewise
 
 // Something tmaguard cannot understand stops the job before its first launch, with one line naming it and the
 // way out: a guard that switched itself off in silence would let every bad launch through.
@@ -123,7 +122,6 @@ bool init() {
           "fix the id (tmaguard-tool findings lists the built-in ones)");
   fleet_arm(cfg);
   g_rules = new std::shared_ptr<const RuleSet>(std::move(rules));
-  g_config = new Config(cfg);
   g_launch_globals.mode.store(cfg.mode, std::memory_order_relaxed);
   refresh_memo_gate();
   // Once per process image: a child that re-initialises (it was forked while its parent initialised) inherits
@@ -197,6 +195,6 @@ void nested_launches_unreported() {
 void on_nested_launches(void (*report)()) { detail::g_nested_report.store(report, std::memory_order_release); }
 
 const RuleSet& rules() { return **g_rules; }
-const Config& config() { return *g_config; }
+const Config& config() { return settings().config; }
 
 }  // namespace tmaguard

@@ -50,7 +50,8 @@ inline bool armed() { return armed_already() || detail::armed_slow(); }
 
 //! The rules in force (built-in preset merged with TMAGUARD_RULES); valid once armed.
 const RuleSet& rules();
-//! The configuration in force; valid once armed.
+//! The configuration in force: the settings (process/settings.h, their one owner, read once), as initialisation
+//! accepted them (a setting it cannot understand stops the job before its first launch).
 const Config& config();
 
 }  // namespace tmaguard
