@@ -4,8 +4,8 @@
 // Launches (cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel and their _ptsz forms): every launch wrapper
 // is the same three stages; only how a kind's arguments make a LaunchView differs (one function per kind, below).
 //
-//   client --> cuLaunchKernel (ours, a thunk): passed(f, kernelParams): fast_pass (memo.h) --> real cuLaunchKernel
-//                                 \-> after_fast_pass: slow_pass(view) (memo.h) --> real cuLaunchKernel (tail call)
+//   client --> cuLaunchKernel (ours, a thunk): passed(f, kernelParams): repeat_look (memo/look.h) --> real
+//                                 \-> after_fast_pass: slow_pass(view) (memo/passes.cpp) --> real (tail call)
 //                                     \-> checked: TG_ENTER, check_launch(view) (full_check.h) --> run | reject |
 //                                         abort; after a run, audit_after_launch(view) (device_audit.h)
 //

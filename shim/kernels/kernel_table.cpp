@@ -1,5 +1,5 @@
 // tmaguard shim: the lock-free kernel-info table: each kernel's facts, found by its launch handle, and forgetting what
-// an unload frees (the memo, launch/memo.h, keeps what is known clean).
+// an unload frees (the memo, memo/memo.h, keeps what is known clean).
 #include "kernels/kernel_table.h"
 
 #include <algorithm>

@@ -21,7 +21,7 @@ void on_thread_exit(void (*release)());
 //! Every thread's counts added up, exited threads included.
 Counts counts_total();
 //! The oldest kernel epoch (LaunchGlobals::kernel_epoch) a registered thread last saw, `now` when there is none: facts
-//! forgotten at that epoch or before are held by no thread (launch/kernel_table.cpp frees them).
+//! forgotten at that epoch or before are held by no thread (kernels/kernel_table.cpp frees them).
 uint32_t oldest_thread_epoch(uint32_t now);
 
 //! Launches that tmaguard did not get to check, by why (the summary's launches_not_checked), process-wide; the child

@@ -8,8 +8,8 @@
 namespace tmaguard {
 
 enum class ForkLock : int {
-  kKernelOverflow,    // launch/kernel_table.cpp: held while a kernel's facts are built, which may report a notice
-  kKernelIndex,       // launch/kernel_table.cpp: kernels by owner, and forgotten facts waiting to be freed (reads the
+  kKernelOverflow,    // kernels/kernel_table.cpp: held while a kernel's facts are built, which may report a notice
+  kKernelIndex,       // kernels/kernel_table.cpp: kernels by owner, and forgotten facts waiting to be freed (reads the
                       // thread registry's epochs)
   kReporter,          // reporter.cpp: held while a record is written, which may read the counters
   kCounters,          // counters.cpp: the thread registry

@@ -8,7 +8,7 @@
 //     return rc;
 //   }
 //
-// The launch wrappers alone ask the clean-launch memo before TG_ENTER (hooks_launch.cpp, launch/memo.h): that look
+// The launch wrappers alone ask the clean-launch memo before TG_ENTER (hooks_launch.cpp, memo/memo.h): that look
 // touches no shared state and ends in a tail call. dlsym is no driver entry point: it forwards by a tail call
 // and enters only to route a driver name (hooks_dlsym.cpp).
 #pragma once

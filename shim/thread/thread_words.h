@@ -3,7 +3,7 @@
 // A real driver spends microseconds between two launches and evicts these lines from L1/L2, so what a launch adds
 // on a GPU host is mostly how many distinct lines it misses on, not how many instructions it runs. A launch of a
 // known kernel touches: one global line (state, the memo's gate, the six real launch pointers), this thread's
-// LaunchThread line (kernel epoch, re-entry depth, counters) and its clean-launch memo entry (launch/memo.h), the
+// LaunchThread line (kernel epoch, re-entry depth, counters) and its clean-launch memo entry (memo/memo.h), the
 // last two in one thread-local object (t_launch_tls), whose offset from the thread pointer is one GOT entry's line.
 #pragma once
 
@@ -51,7 +51,7 @@ struct alignas(64) LaunchThread {
   // depth (high half).
   std::atomic<uint32_t> kernel_epoch;  // LaunchGlobals::kernel_epoch when this thread's memo entries were last known
                                        // valid (read by the thread that frees forgotten kernel facts:
-                                       // launch/kernel_table.cpp)
+                                       // kernels/kernel_table.cpp)
   int reentry_depth;      // owned by the re-entry guard (thread/reentry.h): nothing else writes it
   int registered;         // counted in the summary (registered with the thread registry)
   uint32_t nested_unreported;  // launches made inside another tmaguard call of this thread (a signal handler) that
@@ -59,12 +59,12 @@ struct alignas(64) LaunchThread {
   std::atomic<uint64_t> launches_seen;
   std::atomic<uint64_t> launches_checked;
   std::atomic<uint64_t> maps_decoded;
-  std::atomic<uint64_t> clean_copies;  // copies of a clean launch's maps the memo took (launch/memo.h)
+  std::atomic<uint64_t> clean_copies;  // copies of a clean launch's maps the memo took (memo/memo.h)
   std::atomic<uint64_t> launches_moved;  // launches whose maps had only moved, judged by their addresses alone
   bool wide_compare;  // the memo compares maps 32 bytes at a time (arch/cpu.h); set with the thread's entries
 };
 
-//! The launch path's one thread-local object: this thread's LaunchThread, then its clean-launch memo (launch/memo.h:
+//! The launch path's one thread-local object: this thread's LaunchThread, then its clean-launch memo (memo/memo.h:
 //! LaunchTls), so that a launch's look finds both through one GOT entry (its offset from the thread pointer), where
 //! two objects took two entries on two lines. Defined by the launch room, which alone knows the memo's size; the
 //! rooms below it see its first bytes, this thread's words. initial-exec: the library is preloaded, so its TLS is

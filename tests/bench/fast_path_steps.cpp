@@ -8,7 +8,7 @@
 //                 driver's shared state): items_per_second over all threads, the process's cost per launch
 //   launch_key    the keyed hash of the six maps (what a repeat pays when its bytes differ from the copy)
 //   ring_hit      fast_pass of the kernel on two layers' tensors in turn: each launch's bytes differ from the copy
-//                 (the other layer's) and equal the ring's next copy (memo.h, LayerRing)
+//                 (the other layer's) and equal the ring's next copy (memo_inside.h, LayerRing)
 //   key_hit       the same two launches known by their keys (what a repeat pays when neither the copy nor the
 //                 ring's next copy is its bytes)
 //   moved         MovedMaps::clean_at: a clean launch whose maps only moved (new addresses every step)
