@@ -18,7 +18,8 @@ enum class Severity { kWarning, kError };
 const char* to_string(Severity s);
 
 //! The severity a finding id is reported at (findings.inc's column): always error, always warning, or error only on
-//! the architecture the driver's encode rules were measured on (sm_90; descriptor_checks.h says which maps), else warning.
+//! the architecture the driver's encode rules were measured on (sm_90; descriptor_checks.h says which maps), else
+//! warning.
 enum class SeverityRule { kError, kWarning, kErrorOnSm90 };
 const char* to_string(SeverityRule s);  // "error", "warning", "error on sm_90, else warning"
 

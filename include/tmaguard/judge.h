@@ -21,8 +21,8 @@ struct Judgement {
 };
 
 //! The kernel's own rules (`which`, from rules_for_kernel), then the generic descriptor check of every map, with
-//! the architecture policy of descriptor_checks.h for the GPU the launch runs on. `known_clean`, when given, marks maps whose
-//! bytes already passed the generic check (it depends on the bytes alone): they are not checked again.
+//! the architecture policy of descriptor_checks.h for the GPU the launch runs on. `known_clean`, when given, marks
+//! maps whose bytes already passed the generic check (it depends on the bytes alone): they are not checked again.
 Judgement judge_launch(const RuleSet& rules, const std::vector<int>& which, std::string_view kernel,
                        const std::vector<TensorMapParam>& maps, const Arch& arch,
                        const std::vector<bool>* known_clean = nullptr);

@@ -44,11 +44,11 @@ struct KernelInfo {
   // thread entry and process-wide key were pushed out by thousands of other kernels is known again by it, for 8 bytes.
   mutable std::atomic<uint64_t> clean_key{0};
   // Launches judged in full with nothing said and every map decoded, compiled (judge.h: MovedMaps), one per layout
-  // (memo.h: layout_key, learn_moved_maps), from the kernel's second such launch on: a launch of one of these layouts whose
-  // maps only moved is judged by what reads their addresses. Each slot set once, freed with the record; about 250
-  // bytes per map and layout. `judged_clean`: a first such launch was seen (a kernel launched once compiles nothing);
-  // `uncompiled`: launches that could not be compiled (a map no map, a rule whose `when` reads addresses): after
-  // kMovedLayouts of them the kernel stops trying, so a full check never pays for a compile that cannot succeed.
+  // (memo.h: moved_layout_key, learn_moved_maps), from the kernel's second such launch on: a launch of one of these
+  // layouts whose maps only moved is judged by what reads their addresses. Each slot set once, freed with the record;
+  // about 250 bytes per map and layout. `judged_clean`: a first such launch was seen (a kernel launched once compiles
+  // nothing); `uncompiled`: launches that could not be compiled (a map no map, a rule whose `when` reads addresses):
+  // after kMovedLayouts of them the kernel stops trying, so a full check never pays for a compile that cannot succeed.
   mutable std::atomic<const MovedMaps*> moved[kMovedLayouts] = {};
   mutable std::atomic<uint64_t> moved_layout[kMovedLayouts] = {};
   mutable std::atomic<uint8_t> judged_clean{0};

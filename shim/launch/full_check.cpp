@@ -288,7 +288,8 @@ Verdict check_launch_unguarded(const LaunchView& launch, Collected& c) {
   }
   const DeclaredSet declared = declared_tensors();  // every map is compared with them, passed before or not
   // Declared tensors and inspect mode look at every address: such launches are always judged in full.
-  const uint64_t layout = !inspecting && declared.empty() ? layout_key(*c.entry, c.bytes.size(), c.bytes.data()) : 0;
+  const uint64_t layout =
+      !inspecting && declared.empty() ? moved_layout_key(*c.entry, c.bytes.size(), c.bytes.data()) : 0;
   if (layout && moved_maps_clean(*c.kernel, layout, c.bytes.size(), c.bytes.data())) {
     bump(t.launches_checked);
     bump(t.launches_moved);

@@ -266,7 +266,7 @@ void remember(MemoEntry& e, uint64_t key, const uint8_t* const* maps, bool share
   memo_detail::remember_local(e, key, [maps](std::size_t i) { return maps[i]; });
 }
 
-uint64_t layout_key(const MemoEntry& e, std::size_t n, const uint8_t* const* maps) {
+uint64_t moved_layout_key(const MemoEntry& e, std::size_t n, const uint8_t* const* maps) {
   alignas(16) uint8_t masked[kTensorMapBytes];
   auto without_address = [&](std::size_t i) {
     std::memcpy(masked, maps[i], kTensorMapBytes);
@@ -301,7 +301,8 @@ bool moved_slot_wanted(const KernelInfo& k, uint64_t layout, std::size_t* slot) 
   if (k.uncompiled.load(std::memory_order_relaxed) >= kMovedLayouts) return false;
   std::size_t free_slot = kMovedLayouts;
   for (std::size_t s = 0; s < kMovedLayouts; ++s) {
-    if (k.moved_layout[s].load(std::memory_order_acquire) == layout) return false;  // known (its check failed on a move)
+    // A layout known already: its check failed on this move.
+    if (k.moved_layout[s].load(std::memory_order_acquire) == layout) return false;
     if (free_slot == kMovedLayouts && !k.moved[s].load(std::memory_order_relaxed)) free_slot = s;
   }
   *slot = free_slot;

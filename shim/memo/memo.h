@@ -129,7 +129,7 @@ bool slow_pass(const LaunchView& v);
 
 //! A launch's layout: its launch key with every map's global address (bytes 0..7, in every form) left out; two
 //! launches of one layout differ in their maps' addresses alone. `maps[i]`: map i's 128 bytes (n of them).
-uint64_t layout_key(const MemoEntry& e, std::size_t n, const uint8_t* const* maps);
+uint64_t moved_layout_key(const MemoEntry& e, std::size_t n, const uint8_t* const* maps);
 //! Whether a launch of kernel `k` at `layout` is clean by what its judgement asks of addresses alone: a launch of
 //! that layout was judged in full with nothing said, and its compiled maps (judge.h: MovedMaps) pass these addresses.
 bool moved_maps_clean(const KernelInfo& k, uint64_t layout, std::size_t n, const uint8_t* const* maps);

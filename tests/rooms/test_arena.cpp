@@ -1,5 +1,5 @@
-// The process room's arena (where kernels' facts live), without a process: blocks taken in a FactsScope, given back, reused; the preparer
-// thread; a forked child.
+// The process room's arena (where kernels' facts live), without a process: blocks taken in a FactsScope, given back,
+// reused; the preparer thread; a forked child.
 #include <dirent.h>
 #include <sched.h>
 #include <sys/wait.h>

@@ -63,7 +63,8 @@ TEST(Memo, AnEntryWithBytesForAPendingSearchIsTheSearchedFacts) {
   EXPECT_EQ(searched.info->maps[0].offset, 256u);
   EXPECT_NE(searched.identity, identity_before) << "clean keys of the old facts would still match";
   EXPECT_EQ(&entry(f, &args, kNothingDeclared), &searched);
-  EXPECT_EQ(entry(f, &args, kNothingDeclared).info, searched.info) << "a second lookup with the same bytes searched again";
+  EXPECT_EQ(entry(f, &args, kNothingDeclared).info, searched.info)
+      << "a second lookup with the same bytes searched again";
 }
 
 TEST(Memo, AKeyRememberedSharedIsKnownOnEveryThreadOneKeptLocalOnlyOnItsOwn) {

@@ -1,5 +1,6 @@
-// The thread room's re-entry guard, without a process: a wrapper's scope nests, a thread of tmaguard's own is inside for
-// its whole life, and the memo is not used from inside (a signal handler's launch must not meet a half-written entry).
+// The thread room's re-entry guard, without a process: a wrapper's scope nests, a thread of tmaguard's own is inside
+// for its whole life, and the memo is not used from inside (a signal handler's launch must not meet a half-written
+// entry).
 #include <gtest/gtest.h>
 
 #include <thread>
