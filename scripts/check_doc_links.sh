@@ -3,6 +3,8 @@
 #  - every "README.md#anchor" or "docs/NAME.md#anchor" in the sources (shim/, include/, tools/, scripts/, tests/,
 #    python/, rules/, CMakeLists.txt) names a file that exists and a heading of it (GitHub's anchor of the heading)
 #  - no source comment points to a section by a vague name ("the README's ...", "README section") instead
+#  - every relative Markdown link of README.md and docs/ ("[text](path)", "[text](path#anchor)") names a file or
+#    folder that exists, and its anchor, where it has one and names a Markdown file, a heading of it
 #  - no line of README.md or docs/ is over 300 characters outside code blocks (but a table's header row)
 # Usage: scripts/check_doc_links.sh [SOURCE_ROOT]
 set -u
@@ -33,6 +35,25 @@ vague=$(grep -rnE "README's|README section|the README \"" shim include tools 2>/
 if [ -z "$vague" ]; then echo "[PASS] no comment of shim/, include/ or tools/ names a README section by a vague name"
 else echo "[FAIL] comments that name a section without its file and anchor:"; echo "$vague" | sed 's/^/    /'
      echo "    fix: write FILE.md#anchor (this check then keeps it alive)"; fail=1; fi
+# The docs' own links: a file moved or merged (gpu-runs/ was regrouped) leaves a link that leads nowhere.
+dead=""
+doc_links=0
+for f in README.md docs/*.md; do
+  dir=$(dirname "$f")
+  while IFS= read -r hit; do
+    [ -n "$hit" ] || continue
+    lineno=${hit%%:*}; target=${hit#*:}; target=${target#*](}; target=${target%)}
+    case "$target" in http://*|https://*|mailto:*|\#*) continue ;; esac
+    doc_links=$((doc_links + 1))
+    path=${target%%#*}; anchor=""; [ "$path" = "$target" ] || anchor=${target#*#}
+    if [ ! -e "$dir/$path" ]; then dead+="    $f:$lineno: ($target): no file $dir/$path"$'\n'; continue; fi
+    if [ -n "$anchor" ] && [ "${path%.md}" != "$path" ] && ! anchors "$dir/$path" | grep -qxF "$anchor"; then
+      dead+="    $f:$lineno: ($target): $path has no heading with that anchor"$'\n'
+    fi
+  done < <(awk '/^```/ { code = !code; print ""; next } { print code ? "" : $0 }' "$f" | grep -noE '\]\([^) ]+\)' || true)
+done
+if [ -z "$dead" ]; then echo "[PASS] the $doc_links relative links of README.md and docs/ lead to files and headings that exist"
+else echo "[FAIL] links of README.md or docs/ that lead nowhere:"; printf '%s' "$dead"; fail=1; fi
 # Prose a reader can follow: no line of the README or docs/ over 300 characters outside code blocks (a table's header
 # row of many columns, one fact each, is the one exception; docs/gpu-runs/ holds raw output, not prose).
 long=$(for f in README.md docs/*.md; do
