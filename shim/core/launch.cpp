@@ -121,7 +121,7 @@ StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args,
       }
       if (may_hold_map(b) && read_map(b, MapEvidence::kInStruct).ok())
         out.maps.push_back(place);
-      else if (watchable && still_empty(layout, place, args))
+      else if (watchable && unfilled_place(b))
         empty.push_back(place);
     }
     // A place that overlaps a map found here cannot hold another one (maps do not overlap): not watched.

@@ -13,8 +13,9 @@
 namespace tmaguard {
 
 //! What a search of a launch's parameters over 128 bytes found: the plausible maps, the places that hold no map now
-//! but could later (watched: their word 13, which no map of any form leaves 0, is 0), and whether some places could
-//! not be read (a NULL parameter pointer, a buffer shorter than the parameters): then the search is incomplete.
+//! but could later (watched: all 128 bytes 0, an unfilled CUtensorMap member; a place holding other data is data,
+//! whatever its word 13), and whether some places could not be read (a NULL parameter pointer, a buffer shorter than
+//! the parameters): then the search is incomplete.
 //! Places are watched only in a parameter whose size is a multiple of 64: a structure with a CUtensorMap member is
 //! at least 64-byte aligned, so its size is a multiple of 64 (PyTorch's foreach kernels pass 3 KiB lists of pointers
 //! and sizes, 8-byte aligned and rewritten on every launch, that must not cost a look per place per launch).
@@ -34,6 +35,19 @@ inline constexpr std::size_t kWord13Offset = 52;
 //! (a map may still appear there) unless a map found now overlaps it.
 StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args,
                             const std::vector<MapPlace>& watched_before = {});
+
+//! True when a place's 128 bytes are all 0: a CUtensorMap member not filled in yet, the only kind of place a search
+//! watches. Other data there, even with word 13 0, is another member's: watching it would cost a load on every
+//! launch of a structure dense with fields (a CUTLASS Params), for a map that only a union could put there.
+inline bool unfilled_place(const uint8_t* b) {
+  uint64_t any = 0;
+  for (std::size_t off = 0; off < 128; off += 8) {
+    uint64_t x;
+    __builtin_memcpy(&x, b + off, 8);
+    any |= x;
+  }
+  return any == 0;
+}
 
 //! True when a watched place still cannot hold a map (its word 13 is 0), for this launch's bytes; false when it now
 //! could, or when its bytes are not available.

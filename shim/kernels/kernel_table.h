@@ -31,8 +31,9 @@ struct KernelInfo {
   // then the places rules name by parameter that held no map at the search (named_only, read on every launch).
   std::vector<MapPlace> maps;
   std::vector<bool> named_only;  // per entry of `maps`
-  // Places inside larger parameters that held no map at the search and could later (launch.h: still_empty): when
-  // one holds a map, the kernel is searched again, with that launch's bytes (other data there changes nothing).
+  // Places inside larger parameters that were all zeros at the search, as an unfilled map member is, and could hold a
+  // map later (struct_search.h: unfilled_place): when one holds a map, the kernel is searched again, with that
+  // launch's bytes (other data there changes nothing).
   std::vector<MapPlace> watch;
   const void* owner = nullptr;    // its CUmodule (CUfunction) or CUlibrary (CUkernel); nullptr when unknown
   bool params_truncated = false;  // more parameters than tmaguard reads (kMaxParams): the rest were not checked

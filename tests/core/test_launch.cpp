@@ -64,9 +64,12 @@ TEST(StructMaps, MapsInsideAParamsStructAreFoundWhereTheyAre) {
   EXPECT_EQ(slots[1], (MapPlace{0, 384}));
   EXPECT_EQ(slots[2], (MapPlace{0, 1152}));
   EXPECT_FALSE(found.incomplete);
-  // Empty places (word 13 zero) are watched: a map can appear there later. Places holding other fields are not.
+  // Unfilled places (128 zero bytes) are watched: a map can appear there later. Places holding other fields are not,
+  // even where their word 13 is 0 (the shape fields at +0 end at +16; the pointer at +264 leaves 256's word 13 0).
   EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), MapPlace{0, 896}), 1);
-  EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), MapPlace{0, 0}), 1) << "the shape fields end at +16";
+  EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), MapPlace{0, 0}), 0) << "the shape fields are data";
+  EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), MapPlace{0, 256}), 0) << "the pointer is data";
+  EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), MapPlace{0, 1664}), 1);
   for (const MapPlace& m : slots) EXPECT_EQ(std::count(found.watch.begin(), found.watch.end(), m), 0);
   // The same in the extra form, bounded by the declared size: a buffer that ends before the last map hides it, and
   // the search says it is incomplete (it is made again when a launch provides the rest).

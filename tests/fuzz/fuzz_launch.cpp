@@ -57,8 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint8_t* m = args.map(layout, s);
     if (!m || !tmaguard::read_map(m, tmaguard::MapEvidence::kInStruct).ok()) __builtin_trap();
   }
-  for (const auto& s : found.watch)  // a watched place is readable and empty now
-    if (!tmaguard::still_empty(layout, s, args)) __builtin_trap();
+  for (const auto& s : found.watch)  // a watched place is readable and unfilled now (all zeros)
+    if (!tmaguard::still_empty(layout, s, args) || !tmaguard::unfilled_place(args.map(layout, s))) __builtin_trap();
   std::vector<const uint8_t*> bytes;
   for (const auto& s : slots) bytes.push_back(args.map(layout, s));
   uint64_t k1 = 0, k2 = 0;
