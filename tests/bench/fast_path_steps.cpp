@@ -3,7 +3,7 @@
 //   lookup        fast_pass of a known kernel without maps: the thread's entry found and the memo usable
 //   byte_compare  the six maps against the entry's copy of a clean launch (AVX2 where the CPU has it, and SSE2)
 //   memo_hit      fast_pass of a repeated clean launch: lookup, compare, counters; memo_hit_struct the same for a
-//                 CUTLASS-style 1792-byte Params struct holding 3 maps (its other places watched)
+//                 CUTLASS-style 1792-byte Params struct holding 3 maps (its other places fields: none watched)
 //   memo_hit_threads  memo_hit on 1, 8 and 64 threads at once, each with its own memo (no driver call, so no
 //                 driver's shared state): items_per_second over all threads, the process's cost per launch
 //   launch_key    the keyed hash of the six maps (what a repeat pays when its bytes differ from the copy)
