@@ -3,7 +3,9 @@
 //   lookup        fast_pass of a known kernel without maps: the thread's entry found and the memo usable
 //   byte_compare  the six maps against the entry's copy of a clean launch (AVX2 where the CPU has it, and SSE2)
 //   memo_hit      fast_pass of a repeated clean launch: lookup, compare, counters; memo_hit_struct the same for a
-//                 CUTLASS-style 1792-byte Params struct holding 3 maps (its other places fields: none watched)
+//                 CUTLASS-style 1792-byte Params struct holding 3 maps (its other places fields: none watched);
+//                 memo_hit_struct_unfilled the same struct with its last 640 bytes zero, as members not filled in
+//                 yet are (9 places watched: the cost of watching)
 //   memo_hit_threads  memo_hit on 1, 8 and 64 threads at once, each with its own memo (no driver call, so no
 //                 driver's shared state): items_per_second over all threads, the process's cost per launch
 //   launch_key    the keyed hash of the six maps (what a repeat pays when its bytes differ from the copy)
@@ -17,6 +19,7 @@
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -39,9 +42,11 @@ constexpr uint64_t kBase = 0x7f0000000000ULL, kStep = 0x1000000ULL;
 constexpr int kMaps = 6;
 
 struct Fa4Launch {
-  CUfunction f = nullptr, plain = nullptr, structs = nullptr;
+  CUfunction f = nullptr, plain = nullptr, structs = nullptr, unfilled = nullptr;
   alignas(128) uint8_t params_struct[1792] = {};  // pointer-like and small-integer fields, 3 maps at 128, 384, 896
+  alignas(128) uint8_t params_unfilled[1792] = {};  // the same, its last 640 bytes zero
   void* struct_params[1] = {};
+  void* unfilled_params[1] = {};
   alignas(64) uint8_t maps[kMaps][kTensorMapBytes] = {};
   alignas(64) uint8_t layer[kMaps][kTensorMapBytes] = {};  // the same maps on another layer's tensors
   int n = 1, plain_arg = 0;
@@ -86,6 +91,28 @@ void remember_on_this_thread(Fa4Launch& l) {
   }
 }
 
+// A CUTLASS-style kernel taking one 1792-byte struct, whose thread entry is none of `others`', and its launch with
+// `params` (3 maps) remembered as clean.
+CUfunction struct_kernel(void** params, const std::string& name, std::initializer_list<CUfunction> others) {
+  const std::size_t size[] = {1792}, align[] = {128};
+  CUfunction k = nullptr;
+  const auto taken = [&] {
+    return std::any_of(others.begin(), others.end(),
+                       [&](CUfunction o) { return &memo_detail::slot(k) == &memo_detail::slot(o); });
+  };
+  for (int i = 0; !k || taken(); ++i)
+    k = static_cast<CUfunction>(fakecuda_define_kernel_aligned(
+        ("_ZN7cutlass13device_kernelINS_4gemm6kernel" + std::to_string(name.size()) + name + "ILi" +
+         std::to_string(i) + "EEEEEvNT_6ParamsE").c_str(), 1, size, align, 0));
+  const LaunchArgs a = LaunchArgs::of_params(params);
+  MemoEntry& e = entry(k, &a, kNothingDeclared);
+  const auto bytes = [&](std::size_t i) { return a.map(e.info->layout, e.info->maps[i]); };
+  uint64_t key = 0;
+  if (e.info->maps.size() != 3 || !launch_key(e.identity, g_hash_key, 3, bytes, &key)) std::abort();
+  remember(e, key, bytes, true);
+  return k;
+}
+
 // Armed as a job's first call arms it (without the device audit), with the stand-in linked as the driver; the FA4
 // kernel's clean launch and its other layer remembered as the full check would.
 Fa4Launch& fa4() {
@@ -123,21 +150,10 @@ Fa4Launch& fa4() {
     const std::size_t at[] = {128, 384, 896};
     for (int i = 0; i < 3; ++i) std::memcpy(l.params_struct + at[i], l.maps[i], kTensorMapBytes);
     l.struct_params[0] = l.params_struct;
-    const std::size_t st_size[] = {1792}, st_align[] = {128};
-    for (int i = 0; !l.structs || &memo_detail::slot(l.structs) == &memo_detail::slot(l.f) ||
-                    &memo_detail::slot(l.structs) == &memo_detail::slot(l.plain);
-         ++i)
-      l.structs = static_cast<CUfunction>(fakecuda_define_kernel_aligned(
-          ("_ZN7cutlass13device_kernelINS_4gemm6kernel9StepsGemmILi" + std::to_string(i) + "EEEEEvNT_6ParamsE").c_str(),
-          1, st_size, st_align, 0));
-    {
-      const LaunchArgs a = LaunchArgs::of_params(l.struct_params);
-      MemoEntry& e = entry(l.structs, &a, kNothingDeclared);
-      const auto bytes = [&](std::size_t i) { return a.map(e.info->layout, e.info->maps[i]); };
-      uint64_t key = 0;
-      if (e.info->maps.size() != 3 || !launch_key(e.identity, g_hash_key, 3, bytes, &key)) std::abort();
-      remember(e, key, bytes, true);
-    }
+    std::memcpy(l.params_unfilled, l.params_struct, 1152);
+    l.unfilled_params[0] = l.params_unfilled;
+    l.structs = struct_kernel(l.struct_params, "StepsGemm", {l.f, l.plain});
+    l.unfilled = struct_kernel(l.unfilled_params, "StepsUnfilledGemm", {l.f, l.plain, l.structs});
     return l;
   }();
   return l;
@@ -181,6 +197,13 @@ void memo_hit_struct(benchmark::State& st) {
   st.counters["watched"] = memo_detail::slot(l.structs).watch_count;
 }
 BENCHMARK(memo_hit_struct);
+
+void memo_hit_struct_unfilled(benchmark::State& st) {
+  Fa4Launch& l = fa4();
+  time_fast_pass(st, l.view(l.unfilled_params, l.unfilled));
+  st.counters["watched"] = memo_detail::slot(l.unfilled).watch_count;
+}
+BENCHMARK(memo_hit_struct_unfilled);
 
 void memo_hit_threads(benchmark::State& st) {
   Fa4Launch& l = fa4();
