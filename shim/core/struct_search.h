@@ -3,6 +3,7 @@
 // launch.cpp use it; a consumer of the core does not.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -39,14 +40,9 @@ StructSearch search_structs(const ParamLayout& layout, const LaunchArgs& args,
 //! True when a place's 128 bytes are all 0: a CUtensorMap member not filled in yet, the only kind of place a search
 //! watches. Other data there, even with word 13 0, is another member's: watching it would cost a load on every
 //! launch of a structure dense with fields (a CUTLASS Params), for a map that only a union could put there.
+//! Asked once per search, never on the launch path.
 inline bool unfilled_place(const uint8_t* b) {
-  uint64_t any = 0;
-  for (std::size_t off = 0; off < 128; off += 8) {
-    uint64_t x;
-    __builtin_memcpy(&x, b + off, 8);
-    any |= x;
-  }
-  return any == 0;
+  return std::all_of(b, b + kTensorMapBytes, [](uint8_t x) { return x == 0; });
 }
 
 //! True when a watched place still cannot hold a map (its word 13 is 0), for this launch's bytes; false when it now
